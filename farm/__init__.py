@@ -1,0 +1,1 @@
+"""rollout-farm: rollout-as-a-service on Celery and Redis."""

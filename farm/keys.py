@@ -1,0 +1,56 @@
+"""Every Redis key the farm writes, in one place. All keys share the `farm:` prefix.
+
+Jobs (one hash per job, TTL = settings.result_ttl_s):
+    farm:job:{job_id}            hash  spec, state, task_ids, node, stage outputs, timings, result
+Job indexes:
+    farm:jobs:active             set   job ids not yet terminal
+    farm:jobs:by_state           hash  state -> number of jobs currently in it (terminal states count up)
+    farm:revoked                 zset  job id -> time cancellation was asked (pruned after the result TTL)
+    farm:done                    pubsub channel; a job id is published when it turns terminal
+Tasks (task API):
+    farm:task:{task_id}          hash  request, session_ids, created_at
+    farm:tasks                   zset  task id -> created_at
+Backend pool:
+    farm:backends                hash  address -> JSON {kind, weight, gen, order}
+    farm:backends:assigned       zset  address -> jobs/sessions currently pinned to it
+    farm:backends:inflight       hash  address -> LLM calls in flight
+    farm:backends:unhealthy      set   addresses that failed and are skipped until a probe succeeds
+    farm:backends:seq            counter giving each added backend a generation
+    farm:sticky:{key}            string "address|gen" a job or gateway session is pinned to
+Service:
+    farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
+    farm:worker:{hostname}       string JSON heartbeat of a live Celery worker (TTL 15 s)
+    farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage}, jobs_total:{state}
+"""
+
+PREFIX = "farm:"
+
+ACTIVE_JOBS = "farm:jobs:active"
+JOBS_BY_STATE = "farm:jobs:by_state"
+REVOKED = "farm:revoked"
+DONE_CHANNEL = "farm:done"
+TASKS = "farm:tasks"
+BACKENDS = "farm:backends"
+BACKENDS_ASSIGNED = "farm:backends:assigned"
+BACKENDS_INFLIGHT = "farm:backends:inflight"
+BACKENDS_UNHEALTHY = "farm:backends:unhealthy"
+BACKENDS_SEQ = "farm:backends:seq"
+ACCEPTING = "farm:accepting"
+STATS = "farm:stats"
+WORKER_PREFIX = "farm:worker:"
+
+
+def job(job_id: str) -> str:
+    return f"farm:job:{job_id}"
+
+
+def task(task_id: str) -> str:
+    return f"farm:task:{task_id}"
+
+
+def sticky(key: str) -> str:
+    return f"farm:sticky:{key}"
+
+
+def worker(hostname: str) -> str:
+    return f"{WORKER_PREFIX}{hostname}"

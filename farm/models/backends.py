@@ -1,0 +1,18 @@
+"""Inference backends as listed by GET /llm_servers."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+
+class BackendInfo(BaseModel):
+    address: str
+    kind: Literal["vllm", "sglang"] = "vllm"
+    weight: int = 1
+    assigned: int = 0
+    """Jobs currently pinned to this backend (sticky assignment)."""
+    in_flight: int = 0
+    """LLM calls currently running against it."""
+    healthy: bool = True

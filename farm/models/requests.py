@@ -1,0 +1,49 @@
+"""Request bodies of the management API (SPEC "Management API")."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SamplingParams(BaseModel):
+    """Passed to the inference backend. Unknown keys go through unchanged (e.g. `top_k`, `min_p`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(1024, ge=1)
+    """Per LLM call."""
+    seed: int | None = None
+    stop: list[str] | None = None
+
+
+class ProcessRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instance: dict[str, Any]
+    """Always has `handler`; the rest is validated by that handler's instance model."""
+    sampling_params: SamplingParams = Field(default_factory=SamplingParams)
+    job_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@-]+$")
+    timeout_s: float | None = Field(None, gt=0)
+    """Budget for time inside stages; time spent queued does not count."""
+    wait: bool = True
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Copied onto the result and every trace (e.g. policy_version, group_id)."""
+
+
+class CancelRequest(BaseModel):
+    job_id: str | None = None
+    task_id: str | None = None
+    group_id: str | None = None
+    older_than_policy_version: int | None = None
+    """Cancel every active job whose metadata.policy_version is lower (stale-job cleanup)."""
+
+
+class AddLLMServerRequest(BaseModel):
+    address: str = Field(min_length=1, examples=["http://127.0.0.1:8001/v1"])
+    weight: int = Field(1, ge=1)
+    kind: Literal["vllm", "sglang"] = "vllm"
+    """Which wire protocol the backend speaks: vLLM /v1/completions or SGLang /generate."""

@@ -1,0 +1,85 @@
+"""The task API (POLAR-compatible): a task expands into `num_samples` sessions, each one job."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from farm.models.results import JobResult, JobState
+
+
+class RuntimeSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    backend: Literal["local", "apptainer", "docker"] = "local"
+    image: str | None = None
+    workdir: str | None = None
+    network: bool = False
+    prepare: list[dict[str, Any] | str] = Field(default_factory=list)
+
+
+class AgentSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    handler: str | None = None
+    harness: Literal["shell", "claude_code", "codex", "qwen_code", "gemini_cli", "opencode", "pi"] | None = None
+    command: str | None = None
+    model_name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> AgentSpec:
+        if self.handler and self.harness:
+            raise ValueError("give either agent.handler or agent.harness, not both")
+        return self
+
+
+class BuilderSpec(BaseModel):
+    strategy: Literal["per_request", "prefix_merging"] = "per_request"
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvaluatorSpec(BaseModel):
+    strategy: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@-]+$")
+    instruction: str | None = None
+    instance: dict[str, Any] | None = None
+    num_samples: int = Field(1, ge=1, le=1024)
+    timeout_seconds: float = Field(600.0, gt=0)
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    agent: AgentSpec = Field(default_factory=AgentSpec)
+    builder: BuilderSpec = Field(default_factory=BuilderSpec)
+    evaluator: EvaluatorSpec = Field(default_factory=EvaluatorSpec)
+    sampling_params: dict[str, Any] = Field(default_factory=dict)
+    callback_url: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _has_work(self) -> TaskRequest:
+        if self.instruction is None and self.instance is None:
+            raise ValueError("give `instruction` or `instance`")
+        return self
+
+
+class SubmitResponse(BaseModel):
+    task_id: str
+    session_ids: list[str]
+
+
+class SessionStatus(BaseModel):
+    session_id: str
+    state: JobState
+    result: JobResult | None = None
+
+
+class TaskStatus(BaseModel):
+    task_id: str
+    state: str
+    """running while any session is not terminal, then completed."""
+    sessions: list[SessionStatus]

@@ -1,0 +1,260 @@
+"""The LLM backend pool in Redis: register, clear, list, and sticky least-assigned selection.
+
+Selection runs as one Lua script, so concurrent workers and gateway processes never race on counts.
+A key (job id or gateway session id) is pinned to one backend for its whole life (prefix-cache reuse).
+Each registration gets a generation number: after a checkpoint swap (clear + re-add, possibly of the
+same address), pins from before the swap are recognised as stale and re-assigned and counted afresh,
+so jobs already in flight keep running against the new pool.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from farm import keys
+from farm.models.backends import BackendInfo
+
+STICKY_TTL_S = 7 * 24 * 3600
+
+# KEYS: backends, assigned, unhealthy, sticky(key)   ARGV: sticky ttl
+_ACQUIRE = """
+local pinned = redis.call('GET', KEYS[4])
+if pinned then
+  local sep = string.find(pinned, '|', 1, true)
+  local addr = string.sub(pinned, 1, sep - 1)
+  local gen = string.sub(pinned, sep + 1)
+  local meta = redis.call('HGET', KEYS[1], addr)
+  if meta and tostring(cjson.decode(meta)['gen']) == gen then
+    if redis.call('SISMEMBER', KEYS[3], addr) == 0 then
+      return addr
+    end
+    local left = tonumber(redis.call('ZINCRBY', KEYS[2], -1, addr))
+    if left < 0 then redis.call('ZADD', KEYS[2], 0, addr) end
+  end
+end
+local best = nil
+local best_score = nil
+local best_order = nil
+local best_gen = nil
+local entries = redis.call('HGETALL', KEYS[1])
+for i = 1, #entries, 2 do
+  local addr = entries[i]
+  if redis.call('SISMEMBER', KEYS[3], addr) == 0 then
+    local meta = cjson.decode(entries[i + 1])
+    local score = (tonumber(redis.call('ZSCORE', KEYS[2], addr)) or 0) / meta['weight']
+    if best == nil or score < best_score or (score == best_score and meta['order'] < best_order) then
+      best, best_score, best_order, best_gen = addr, score, meta['order'], meta['gen']
+    end
+  end
+end
+if best == nil then
+  return false
+end
+redis.call('ZINCRBY', KEYS[2], 1, best)
+redis.call('SET', KEYS[4], best .. '|' .. tostring(best_gen), 'EX', ARGV[1])
+return best
+"""
+
+# KEYS: backends, assigned, sticky(key)
+_RELEASE = """
+local pinned = redis.call('GET', KEYS[3])
+if not pinned then return 0 end
+redis.call('DEL', KEYS[3])
+local sep = string.find(pinned, '|', 1, true)
+local addr = string.sub(pinned, 1, sep - 1)
+local gen = string.sub(pinned, sep + 1)
+local meta = redis.call('HGET', KEYS[1], addr)
+if meta and tostring(cjson.decode(meta)['gen']) == gen then
+  local left = tonumber(redis.call('ZINCRBY', KEYS[2], -1, addr))
+  if left < 0 then redis.call('ZADD', KEYS[2], 0, addr) end
+  return 1
+end
+return 0
+"""
+
+# KEYS: backends, seq, assigned, unhealthy   ARGV: address, json meta without gen/order
+_ADD = """
+local existing = redis.call('HGET', KEYS[1], ARGV[1])
+local meta = cjson.decode(ARGV[2])
+if existing then
+  local old = cjson.decode(existing)
+  meta['gen'] = old['gen']
+  meta['order'] = old['order']
+else
+  local gen = redis.call('INCR', KEYS[2])
+  meta['gen'] = gen
+  meta['order'] = gen
+  redis.call('ZADD', KEYS[3], 0, ARGV[1])
+end
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(meta))
+redis.call('SREM', KEYS[4], ARGV[1])
+return 1
+"""
+
+# KEYS: backends, inflight   ARGV: address, delta
+_INFLIGHT = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+local n = tonumber(redis.call('HINCRBY', KEYS[2], ARGV[1], ARGV[2]))
+if n < 0 then redis.call('HSET', KEYS[2], ARGV[1], 0) end
+return n
+"""
+
+
+def normalise_address(address: str) -> str:
+    return address.strip().rstrip("/")
+
+
+def _meta(weight: int, kind: str) -> str:
+    return json.dumps({"weight": weight, "kind": kind, "added_at": time.time()})
+
+
+def _infos(
+    entries: dict[str, str], assigned: dict[str, float], inflight: dict[str, str], unhealthy: set[str]
+) -> list[BackendInfo]:
+    rows: list[tuple[int, BackendInfo]] = []
+    for address, raw in entries.items():
+        meta: dict[str, Any] = json.loads(raw)
+        info = BackendInfo(
+            address=address,
+            kind=meta.get("kind", "vllm"),
+            weight=int(meta.get("weight", 1)),
+            assigned=int(assigned.get(address, 0)),
+            in_flight=max(0, int(inflight.get(address, 0))),
+            healthy=address not in unhealthy,
+        )
+        rows.append((int(meta.get("order", 0)), info))
+    return [info for _, info in sorted(rows, key=lambda r: r[0])]
+
+
+class BackendPool:
+    """Synchronous pool client, used by Celery workers."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.r = client
+        self._acquire = client.register_script(_ACQUIRE)
+        self._release = client.register_script(_RELEASE)
+        self._add = client.register_script(_ADD)
+        self._inflight = client.register_script(_INFLIGHT)
+
+    def add(self, address: str, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
+        keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
+        self._add(keys=keys_, args=[normalise_address(address), _meta(weight, kind)])
+        return self.list()
+
+    def clear(self) -> list[BackendInfo]:
+        self.r.delete(keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY)
+        return []
+
+    def list(self) -> list[BackendInfo]:
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hgetall(keys.BACKENDS)
+        pipe.zrange(keys.BACKENDS_ASSIGNED, 0, -1, withscores=True)
+        pipe.hgetall(keys.BACKENDS_INFLIGHT)
+        pipe.smembers(keys.BACKENDS_UNHEALTHY)
+        entries, assigned, inflight, unhealthy = pipe.execute()
+        return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy))
+
+    def get(self, address: str) -> BackendInfo | None:
+        return next((b for b in self.list() if b.address == address), None)
+
+    def acquire(self, key: str) -> BackendInfo | None:
+        """The backend `key` is pinned to, pinning it to the least-assigned healthy one if needed."""
+        keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
+        address = self._acquire(keys=keys_, args=[STICKY_TTL_S])
+        if not address:
+            return None
+        return self.get(_decode(address))
+
+    def release(self, key: str) -> None:
+        self._release(keys=[keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
+
+    def mark_unhealthy(self, address: str) -> None:
+        if self.r.hexists(keys.BACKENDS, address):
+            self.r.sadd(keys.BACKENDS_UNHEALTHY, address)
+
+    def mark_healthy(self, address: str) -> None:
+        self.r.srem(keys.BACKENDS_UNHEALTHY, address)
+
+    def call_started(self, address: str) -> None:
+        self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, 1])
+
+    def call_finished(self, address: str) -> None:
+        self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, -1])
+
+
+class AsyncBackendPool:
+    """The same pool for asyncio code (the API and the gateway)."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.r = client
+        self._acquire = client.register_script(_ACQUIRE)
+        self._release = client.register_script(_RELEASE)
+        self._add = client.register_script(_ADD)
+        self._inflight = client.register_script(_INFLIGHT)
+
+    async def add(self, address: str, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
+        keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
+        await self._add(keys=keys_, args=[normalise_address(address), _meta(weight, kind)])
+        return await self.list()
+
+    async def clear(self) -> list[BackendInfo]:
+        await self.r.delete(
+            keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY
+        )
+        return []
+
+    async def list(self) -> list[BackendInfo]:
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hgetall(keys.BACKENDS)
+        pipe.zrange(keys.BACKENDS_ASSIGNED, 0, -1, withscores=True)
+        pipe.hgetall(keys.BACKENDS_INFLIGHT)
+        pipe.smembers(keys.BACKENDS_UNHEALTHY)
+        entries, assigned, inflight, unhealthy = await pipe.execute()
+        return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy))
+
+    async def get(self, address: str) -> BackendInfo | None:
+        return next((b for b in await self.list() if b.address == address), None)
+
+    async def acquire(self, key: str) -> BackendInfo | None:
+        keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
+        address = await self._acquire(keys=keys_, args=[STICKY_TTL_S])
+        if not address:
+            return None
+        return await self.get(_decode(address))
+
+    async def release(self, key: str) -> None:
+        await self._release(keys=[keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
+
+    async def mark_unhealthy(self, address: str) -> None:
+        if await self.r.hexists(keys.BACKENDS, address):
+            await self.r.sadd(keys.BACKENDS_UNHEALTHY, address)
+
+    async def mark_healthy(self, address: str) -> None:
+        await self.r.srem(keys.BACKENDS_UNHEALTHY, address)
+
+    async def call_started(self, address: str) -> None:
+        await self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, 1])
+
+    async def call_finished(self, address: str) -> None:
+        await self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, -1])
+
+
+def _decode(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _text(mapping: dict[Any, Any]) -> dict[str, str]:
+    return {_decode(k): _decode(v) for k, v in mapping.items()}
+
+
+def _scores(pairs: list[tuple[Any, float]]) -> dict[str, float]:
+    return {_decode(k): v for k, v in pairs}
+
+
+def _members(values: set[Any]) -> set[str]:
+    return {_decode(v) for v in values}
