@@ -20,7 +20,8 @@ Backend pool:
 Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
     farm:worker:{hostname}       string JSON heartbeat of a live Celery worker (TTL 15 s)
-    farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage}, jobs_total:{state}
+    farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage},
+                                       jobs_total:{state}
 """
 
 PREFIX = "farm:"

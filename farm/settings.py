@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     tokenizer: str | None = None
     """Tokenizer for token-in/token-out inference: a local HF directory; unset means the shipped one."""
     max_request_bytes: int = 8 * 1024 * 1024
+    process_wait_s: float = 3600.0
+    """How long POST /process with wait=true holds the connection before answering 202."""
 
 
 @lru_cache

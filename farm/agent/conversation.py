@@ -1,0 +1,81 @@
+"""Token-faithful conversation state for the agent loop.
+
+The context is the first prompt's ids followed by segments: tokens the policy sampled (loss mask 1,
+their logprobs) and tokens the farm appended (tool results and template text, mask 0). Sampled ids
+are never re-tokenized; only new messages are rendered and tokenized, as the canonical template text
+that follows the end-of-turn token of the last assistant turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from farm.chat.tokenizer import ChatTokenizer
+from farm.inference import Generation
+from farm.models.results import Trace
+
+
+class TokenConversation:
+    def __init__(
+        self, tokenizer: ChatTokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.tools = tools
+        self.messages: list[dict[str, Any]] = list(messages)
+        self.prompt_messages = list(messages)
+        self.prompt_ids: list[int] = tokenizer.apply_chat_template(
+            messages, tools=tools or None, add_generation_prompt=True
+        )
+        self.response_ids: list[int] = []
+        self.loss_mask: list[int] = []
+        self.logprobs: list[float] = []
+
+    @property
+    def context_ids(self) -> list[int]:
+        return self.prompt_ids + self.response_ids
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.response_ids)
+
+    @property
+    def sampled_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+    def add_sampled(self, generation: Generation, message: dict[str, Any]) -> None:
+        self.response_ids.extend(generation.token_ids)
+        self.loss_mask.extend([1] * len(generation.token_ids))
+        self.logprobs.extend(generation.logprobs)
+        self.messages.append(message)
+
+    def add_messages(self, new: list[dict[str, Any]]) -> None:
+        """Append tool results / user feedback and the next generation prompt, masked."""
+        eot = self.tokenizer.eot_token
+        if not self.response_ids or self.response_ids[-1] != self.tokenizer.eos_token_id:
+            # A turn cut by max_tokens has no end-of-turn token; close it as the template would.
+            self._append_masked([self.tokenizer.eos_token_id])
+        tools = self.tools or None
+        before = self.tokenizer.render(self.messages, tools=tools, add_generation_prompt=False)
+        after = self.tokenizer.render(self.messages + new, tools=tools, add_generation_prompt=True)
+        cut = before.rindex(eot) + len(eot)
+        if not after.startswith(before[:cut]):
+            raise ValueError("chat template is not prefix-stable; cannot append messages token-faithfully")
+        self._append_masked(self.tokenizer.encode(after[cut:]))
+        self.messages.extend(new)
+
+    def _append_masked(self, ids: list[int]) -> None:
+        self.response_ids.extend(ids)
+        self.loss_mask.extend([0] * len(ids))
+        self.logprobs.extend([0.0] * len(ids))
+
+    def to_trace(self, finish_reason: str, metadata: dict[str, Any]) -> Trace:
+        return Trace(
+            prompt_ids=self.prompt_ids,
+            response_ids=self.response_ids,
+            loss_mask=self.loss_mask,
+            response_logprobs=self.logprobs,
+            prompt_messages=self.prompt_messages,
+            response_messages=self.messages[len(self.prompt_messages) :],
+            tools=self.tools,
+            finish_reason=finish_reason,
+            metadata=metadata,
+        )

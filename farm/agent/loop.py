@@ -1,0 +1,171 @@
+"""The tool-using agent loop: sample, parse tool calls, run tools, append results, until a terminal
+condition. Recoverable problems (unparseable call, unknown tool, bad arguments, tool error) are fed
+back to the policy; terminal ones end the episode and are recorded as its finish reason."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from farm.agent.conversation import TokenConversation
+from farm.agent.tools import FunctionTool, ToolError
+from farm.chat.tool_calls import parse_assistant
+from farm.errors import JobCancelled, JobDeadlineExceeded
+from farm.inference import ContextOverflow
+from handlers.context import JobContext
+
+log = logging.getLogger(__name__)
+
+
+class AgentConfig(BaseModel):
+    max_turns: int = Field(8, ge=1)
+    """Policy calls per episode."""
+    max_context_tokens: int = Field(8192, ge=64)
+    max_observation_chars: int = Field(4000, ge=100)
+    finish_tool: str | None = None
+    """A tool whose call ends the episode (its arguments become the final answer)."""
+    remaining_steps_hint: int = 0
+    """When > 0, tell the policy how many turns are left once that few remain."""
+    repeated_action_hint: bool = True
+    """Warn the policy when it repeats the exact same tool call."""
+
+
+@dataclass
+class Episode:
+    conversation: TokenConversation
+    finish_reason: str = "answer"
+    outcome: Literal["completed", "timeout", "cancelled"] = "completed"
+    final_text: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    recoverable_errors: list[str] = field(default_factory=list)
+
+
+def call_seed(job_id: str, base: int | None, turn: int) -> int:
+    """Reproducible per-call seed: the caller's seed, else one derived from the job id."""
+    root = base if base is not None else int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big")
+    return (root + turn) % (2**31)
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[output truncated: {len(text) - limit} more characters not shown]"
+
+
+def run_agent(
+    ctx: JobContext,
+    messages: list[dict[str, Any]],
+    tools: list[FunctionTool],
+    config: AgentConfig,
+) -> Episode:
+    conv = TokenConversation(ctx.tokenizer, messages, [t.schema for t in tools])
+    episode = Episode(conversation=conv)
+    by_name = {t.name: t for t in tools}
+    sampling = ctx.spec.sampling_params.model_dump(exclude_none=True)
+    per_call_max = int(sampling.pop("max_tokens", 1024))
+    seen_calls: set[str] = set()
+    try:
+        while True:
+            ctx.check()
+            room = config.max_context_tokens - len(conv)
+            if room <= 0:
+                episode.finish_reason = "context_window"
+                return episode
+            params = {
+                **sampling,
+                "max_tokens": min(per_call_max, room),
+                "seed": call_seed(ctx.job_id, ctx.spec.sampling_params.seed, episode.turns),
+            }
+            try:
+                generation = ctx.policy.generate(conv.context_ids, params)
+            except ContextOverflow:
+                episode.finish_reason = "context_window"
+                return episode
+            episode.turns += 1
+            parsed = parse_assistant(ctx.tokenizer.decode(generation.token_ids))
+            message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+            if parsed.tool_calls:
+                message["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                    }
+                    for call in parsed.tool_calls
+                ]
+            conv.add_sampled(generation, message)
+
+            if not parsed.tool_calls and not parsed.errors:
+                episode.final_text = parsed.content
+                episode.finish_reason = "answer" if generation.finish_reason != "length" else "length"
+                return episode
+
+            replies: list[dict[str, Any]] = []
+            for call in parsed.tool_calls:
+                if config.finish_tool and call.name == config.finish_tool:
+                    episode.final_text = json.dumps(call.arguments)
+                    episode.finish_reason = "finish_tool"
+                    return episode
+                episode.tool_calls += 1
+                observation = _run_tool(by_name, call.name, call.arguments, episode)
+                key = json.dumps([call.name, call.arguments], sort_keys=True)
+                if config.repeated_action_hint and key in seen_calls:
+                    observation += "\n[note: you already made this exact call; try something different]"
+                seen_calls.add(key)
+                replies.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "name": call.name,
+                        "content": _truncate(observation, config.max_observation_chars),
+                    }
+                )
+            for error in parsed.errors:
+                episode.recoverable_errors.append(f"parse: {error}")
+                replies.append(
+                    {
+                        "role": "user",
+                        "content": f"Your tool call could not be parsed ({error}). Emit "
+                        '<tool_call>{"name": ..., "arguments": {...}}</tool_call> with valid JSON.',
+                    }
+                )
+            left = config.max_turns - episode.turns
+            if left <= 0:
+                episode.finish_reason = "max_turns"
+                return episode
+            if config.remaining_steps_hint and left <= config.remaining_steps_hint:
+                replies.append(
+                    {"role": "user", "content": f"[{left} turn(s) left; give your final answer soon]"}
+                )
+            conv.add_messages(replies)
+    except JobCancelled:
+        episode.finish_reason, episode.outcome = "cancelled", "cancelled"
+    except JobDeadlineExceeded:
+        episode.finish_reason, episode.outcome = "deadline", "timeout"
+    return episode
+
+
+def _run_tool(
+    by_name: dict[str, FunctionTool], name: str, arguments: dict[str, Any], episode: Episode
+) -> str:
+    tool = by_name.get(name)
+    if tool is None:
+        episode.recoverable_errors.append(f"unknown tool {name!r}")
+        return f"Error: no tool named {name!r}. Available tools: {', '.join(sorted(by_name)) or 'none'}."
+    try:
+        return tool(arguments)
+    except ToolError as exc:
+        episode.recoverable_errors.append(f"{name}: {exc}")
+        return f"Error: {exc}"
+    except (JobCancelled, JobDeadlineExceeded):
+        raise
+    except Exception as exc:  # a tool bug must not end the job: the policy sees the error
+        log.exception("tool %s failed", name)
+        episode.recoverable_errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        return f"Error: the tool failed with {type(exc).__name__}: {exc}"

@@ -1,0 +1,84 @@
+"""A job's token-in/token-out client: sticky backend from the pool, failover, swap-tolerant waiting."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from farm.errors import NoBackendAvailable
+from farm.inference import BackendClient, BackendUnavailable, Generation
+from farm.pool import BackendPool
+
+log = logging.getLogger(__name__)
+
+_http: httpx.Client | None = None
+_http_lock = threading.Lock()
+
+
+def shared_http() -> httpx.Client:
+    """One connection pool per worker process, shared by every job it runs."""
+    global _http
+    with _http_lock:
+        if _http is None:
+            limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+            _http = httpx.Client(limits=limits, timeout=httpx.Timeout(600.0, connect=5.0))
+        return _http
+
+
+class PolicyClient:
+    """Generates for one job. The job stays pinned to one backend (prefix-cache reuse) until that
+    backend fails or leaves the pool; then it moves. With no backend registered (a checkpoint swap in
+    progress) it waits, checking cancellation, until one appears or the job's deadline passes."""
+
+    def __init__(
+        self,
+        pool: BackendPool,
+        key: str,
+        check: Callable[[], None],
+        remaining: Callable[[], float],
+        http: httpx.Client | None = None,
+        max_failovers: int = 3,
+    ) -> None:
+        self.pool = pool
+        self.key = key
+        self.check = check
+        self.remaining = remaining
+        self.http = http or shared_http()
+        self.max_failovers = max_failovers
+        self.backends_used: list[str] = []
+        self.calls = 0
+
+    def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation:
+        failures = 0
+        wait = 0.05
+        while True:
+            self.check()
+            backend = self.pool.acquire(self.key)
+            if backend is None:
+                if self.remaining() <= wait:
+                    raise NoBackendAvailable("no healthy inference backend is registered")
+                time.sleep(wait)
+                wait = min(wait * 2, 1.0)
+                continue
+            client = BackendClient(backend.address, backend.kind, self.http)
+            self.pool.call_started(backend.address)
+            try:
+                generation = client.generate(prompt_ids, sampling)
+            except BackendUnavailable as exc:
+                failures += 1
+                log.warning("backend %s failed for %s: %s", backend.address, self.key, exc)
+                self.pool.mark_unhealthy(backend.address)
+                if failures > self.max_failovers:
+                    raise
+                continue
+            finally:
+                self.pool.call_finished(backend.address)
+            self.calls += 1
+            if not self.backends_used or self.backends_used[-1] != backend.address:
+                self.backends_used.append(backend.address)
+            return generation

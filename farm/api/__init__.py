@@ -1,0 +1,1 @@
+"""The REST facade: management API (ProRL-compatible), task API (POLAR-compatible), metrics."""

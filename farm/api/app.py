@@ -1,0 +1,63 @@
+"""The ASGI app: management and task APIs, metrics, and the model gateway, in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from farm import __version__
+from farm.api import management, metrics, rollout
+from farm.api.backend_health import probe_forever
+from farm.api.security import BodySizeLimit
+from farm.api.state import FarmState
+from farm.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from farm.celery_app import app as celery
+
+        state = FarmState.build(settings, celery)
+        app.state.farm = state
+        await state.waiter.start()
+        prober = asyncio.create_task(probe_forever(state.pool))
+        try:
+            yield
+        finally:
+            prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await prober
+            await state.waiter.stop()
+            await state.redis.aclose()
+
+    app = FastAPI(
+        title="rollout-farm",
+        version=__version__,
+        description="Rollout-as-a-service for RL of multi-turn LLM agents (see SPEC.md).",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.include_router(management.health_router)
+    app.include_router(management.router)
+    app.include_router(rollout.router)
+    app.include_router(metrics.router)
+    _mount_gateway(app)
+    return app
+
+
+def _mount_gateway(app: FastAPI) -> None:
+    try:
+        from farm.gateway.app import router as gateway_router
+    except ImportError:
+        log.info("model gateway not available in this build")
+        return
+    app.include_router(gateway_router)

@@ -1,0 +1,41 @@
+"""Brings failed backends back: probes the unhealthy ones every few seconds and re-admits those
+that answer. (Workers mark a backend unhealthy when a call to it fails to connect or returns 5xx.)"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import httpx
+
+from farm.models.backends import BackendInfo
+from farm.pool import AsyncBackendPool
+
+log = logging.getLogger(__name__)
+PROBE_EVERY_S = 2.0
+
+
+def probe_url(backend: BackendInfo) -> str:
+    root = backend.address.removesuffix("/v1")
+    return f"{root}/health" if backend.kind == "sglang" else f"{backend.address}/models"
+
+
+async def probe_forever(pool: AsyncBackendPool) -> None:
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        while True:
+            await asyncio.sleep(PROBE_EVERY_S)
+            try:
+                for backend in await pool.list():
+                    if backend.healthy:
+                        continue
+                    try:
+                        response = await http.get(probe_url(backend))
+                    except httpx.HTTPError:
+                        continue
+                    if response.status_code < 500:
+                        log.info("backend %s answers again", backend.address)
+                        await pool.mark_healthy(backend.address)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("backend probe round failed", exc_info=True)

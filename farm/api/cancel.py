@@ -1,0 +1,68 @@
+"""Cancellation: mark jobs revoked in Redis; end queued ones at once, running ones at their next check."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from farm import keys
+from farm.api.state import FarmState
+from farm.jobs.spec import JobSpec
+from farm.jobs.store import terminal_result
+from farm.models.requests import CancelRequest
+from farm.models.results import JobState, StageError
+
+
+async def resolve_targets(farm: FarmState, body: CancelRequest) -> list[str]:
+    targets: list[str] = []
+    if body.job_id is not None and await farm.redis.exists(keys.job(body.job_id)):
+        targets.append(body.job_id)
+    if body.task_id is not None:
+        raw = await farm.redis.hget(keys.task(body.task_id), "session_ids")
+        targets.extend(json.loads(raw) if raw else [])
+    if body.group_id is not None or body.older_than_policy_version is not None:
+        active = await farm.store.active_ids()
+        pipe = farm.redis.pipeline(transaction=False)
+        for job_id in active:
+            pipe.hget(keys.job(job_id), "spec")
+        for job_id, raw in zip(active, await pipe.execute(), strict=True):
+            if raw and _matches(JobSpec.model_validate_json(raw), body):
+                targets.append(job_id)
+    return list(dict.fromkeys(targets))
+
+
+def _matches(spec: JobSpec, body: CancelRequest) -> bool:
+    meta = spec.metadata
+    if body.group_id is not None and meta.get("group_id", spec.task_id) != body.group_id:
+        return False
+    if body.older_than_policy_version is not None:
+        version = meta.get("policy_version")
+        if not isinstance(version, int | float) or version >= body.older_than_policy_version:
+            return False
+    return True
+
+
+async def cancel_jobs(farm: FarmState, job_ids: list[str]) -> dict[str, str]:
+    """Returns each job's state after the call (terminal jobs keep theirs)."""
+    return dict(zip(job_ids, await asyncio.gather(*(_cancel_one(farm, j) for j in job_ids)), strict=True))
+
+
+async def _cancel_one(farm: FarmState, job_id: str) -> str:
+    record = await farm.store.get(job_id)
+    if record is None:
+        return "unknown"
+    if record.state.terminal:
+        return record.state.value
+    await farm.store.revoke(job_id)
+    if record.state is JobState.queued:
+        result = terminal_result(
+            record,
+            JobState.cancelled,
+            StageError(stage="queue", type="cancelled", message="cancelled while queued"),
+        )
+        if await farm.store.finalize(result, only_from="queued"):
+            await farm.pool.release(job_id)
+            return JobState.cancelled.value
+    # A stage is running: it sees the revocation at its next check and ends the job itself.
+    record = await farm.store.get(job_id)
+    return record.state.value if record else "unknown"

@@ -1,0 +1,136 @@
+"""Management API (ProRL-compatible): process, jobs, cancel, backends, start/stop, status, health."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Response
+from fastapi.responses import JSONResponse
+
+from farm import keys
+from farm.api.cancel import cancel_jobs, resolve_targets
+from farm.api.queues import queue_depths
+from farm.api.security import require_token
+from farm.api.state import FarmState, farm_state
+from farm.api.submit import new_job_id, validate_instance
+from farm.jobs.spec import JobSpec
+from farm.models.backends import BackendInfo
+from farm.models.requests import AddLLMServerRequest, CancelRequest, ProcessRequest
+from farm.models.results import JobResult
+from farm.workers import live_workers_async
+
+log = logging.getLogger(__name__)
+router = APIRouter(dependencies=[Depends(require_token)])
+health_router = APIRouter()
+
+
+async def ensure_accepting(farm: FarmState) -> None:
+    if await farm.redis.get(keys.ACCEPTING) == b"0":
+        raise HTTPException(status_code=503, detail="the farm is stopped; POST /start to accept work")
+
+
+@router.post(
+    "/process",
+    response_model=JobResult,
+    responses={202: {"description": "wait=false: the job id; the result comes from GET /jobs/{job_id}"}},
+)
+async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -> Any:
+    """Run one rollout. wait=true answers with the final JobResult; wait=false answers 202 at once."""
+    handler = validate_instance(body.instance)
+    await ensure_accepting(farm)
+    spec = JobSpec(
+        job_id=body.job_id or new_job_id(),
+        handler=handler,
+        instance=body.instance,
+        sampling_params=body.sampling_params,
+        timeout_s=body.timeout_s or farm.settings.default_timeout_s,
+        metadata=body.metadata,
+    )
+    await farm.submitter.submit(spec)  # an existing job id is not queued again
+    if not body.wait:
+        return JSONResponse({"job_id": spec.job_id}, status_code=202)
+    record = await farm.waiter.wait(spec.job_id, farm.settings.process_wait_s)
+    if record is None:
+        raise HTTPException(status_code=404, detail=f"job {spec.job_id} expired")
+    if not record.state.terminal:
+        return JSONResponse({"job_id": spec.job_id, "state": record.state.value}, status_code=202)
+    return record.snapshot()
+
+
+@router.get("/jobs/{job_id}", response_model=JobResult)
+async def get_job(job_id: str, farm: FarmState = Depends(farm_state)) -> JobResult:
+    record = await farm.store.get(job_id)
+    if record is None:
+        raise HTTPException(status_code=404, detail=f"unknown job {job_id}")
+    return record.snapshot()
+
+
+@router.post("/cancel")
+async def cancel(body: CancelRequest, farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
+    """Idempotent. By job, task, group_id, or every active job older than a policy version."""
+    targets = await resolve_targets(farm, body)
+    if body.job_id is not None and not targets:
+        raise HTTPException(status_code=404, detail=f"unknown job {body.job_id}")
+    states = await cancel_jobs(farm, targets)
+    if body.job_id is not None and len(states) == 1:
+        return {"job_id": body.job_id, "state": states[body.job_id]}
+    return {"cancelled": sorted(states), "states": states, "count": len(states)}
+
+
+@router.post("/add_llm_server", response_model=list[BackendInfo])
+async def add_llm_server(
+    body: AddLLMServerRequest, farm: FarmState = Depends(farm_state)
+) -> list[BackendInfo]:
+    return await farm.pool.add(body.address, weight=body.weight, kind=body.kind)
+
+
+@router.post("/clear_llm_server", response_model=list[BackendInfo])
+async def clear_llm_server(farm: FarmState = Depends(farm_state)) -> list[BackendInfo]:
+    return await farm.pool.clear()
+
+
+@router.get("/llm_servers", response_model=list[BackendInfo])
+async def llm_servers(farm: FarmState = Depends(farm_state)) -> list[BackendInfo]:
+    return await farm.pool.list()
+
+
+@router.post("/start")
+async def start(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
+    await farm.redis.set(keys.ACCEPTING, "1")
+    return {"accepting": True}
+
+
+@router.post("/stop")
+async def stop(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
+    """Refuse new work (503) until /start, and cancel every job in flight (their sandboxes stop)."""
+    await farm.redis.set(keys.ACCEPTING, "0")
+    states = await cancel_jobs(farm, await farm.store.active_ids())
+    return {"accepting": False, "cancelled": len(states)}
+
+
+@router.get("/status")
+async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
+    workers = await live_workers_async(farm.redis)
+    node_queues = sorted({q for w in workers for q in w.get("queues", []) if q.startswith("run.")})
+    depths = await queue_depths(farm.redis, ["init", "run", "eval", *node_queues])
+    return {
+        "accepting": await farm.redis.get(keys.ACCEPTING) != b"0",
+        "queues": depths,
+        "jobs": await farm.store.counts_by_state(),
+        "active_jobs": await farm.redis.scard(keys.ACTIVE_JOBS),
+        "workers": [
+            {k: w.get(k) for k in ("hostname", "node", "queues", "pid", "concurrency", "seen_at")}
+            for w in sorted(workers, key=lambda w: w.get("hostname", ""))
+        ],
+        "backends": [b.model_dump() for b in await farm.pool.list()],
+    }
+
+
+@health_router.get("/healthz")
+async def healthz(farm: FarmState = Depends(farm_state)) -> Response:
+    try:
+        await farm.redis.ping()
+    except Exception as exc:
+        return JSONResponse({"ok": False, "redis": str(exc)}, status_code=503)
+    return JSONResponse({"ok": True})

@@ -1,0 +1,77 @@
+"""Turning an accepted request into a job record and a Celery chain init → run → eval."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import anyio
+from celery import Celery, chain
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from farm.jobs.spec import JobSpec
+from farm.jobs.store import AsyncJobStore
+from farm.models.results import STAGES
+from handlers.registry import UnknownHandler, get_handler
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+def stage_task_ids(job_id: str) -> dict[str, str]:
+    """Fixed at submit time, so every stage of a chain can be found (and revoked) by job id."""
+    return {stage: f"{job_id}.{stage}" for stage in STAGES}
+
+
+def validate_instance(instance: dict[str, Any], loc: tuple[str, ...] = ("body", "instance")) -> str:
+    """Checks the instance against its handler's model; returns the handler name. Raises 422 errors."""
+    name = instance.get("handler")
+    if not isinstance(name, str) or not name:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "missing",
+                    "loc": (*loc, "handler"),
+                    "msg": "Field required: a registered handler name",
+                    "input": instance,
+                }
+            ]
+        )
+    try:
+        handler = get_handler(name)
+    except UnknownHandler as exc:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": (*loc, "handler"), "msg": str(exc), "input": name}]
+        ) from None
+    try:
+        handler.validate(instance)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**err, "loc": (*loc, *err["loc"])} for err in exc.errors(include_url=False)]
+        ) from None
+    return name
+
+
+class Submitter:
+    def __init__(self, celery: Celery, store: AsyncJobStore) -> None:
+        self.celery = celery
+        self.store = store
+
+    async def submit(self, spec: JobSpec) -> bool:
+        """Creates the job and enqueues its chain; False (and nothing queued) if the id exists."""
+        spec.submitted_at = spec.submitted_at or time.time()
+        ids = stage_task_ids(spec.job_id)
+        if not await self.store.create(spec, ids):
+            return False
+        await anyio.to_thread.run_sync(self._send, spec.job_id, ids)
+        return True
+
+    def _send(self, job_id: str, ids: dict[str, str]) -> None:
+        steps = [
+            self.celery.signature(f"farm.{stage}", args=(job_id,), immutable=True).set(task_id=ids[stage])
+            for stage in STAGES
+        ]
+        chain(*steps).apply_async()

@@ -1,0 +1,76 @@
+"""Waiting for jobs to end without polling every job: one Redis pub/sub subscription per API
+process wakes the waiters of each job id published on `farm:done`. A slow re-check of the record
+covers a missed message (pub/sub is fire-and-forget)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+
+import redis.asyncio as aioredis
+
+from farm import keys
+from farm.jobs.store import AsyncJobStore, JobRecord
+
+log = logging.getLogger(__name__)
+RECHECK_S = 1.0
+
+
+class JobWaiter:
+    def __init__(self, client: aioredis.Redis, store: AsyncJobStore) -> None:
+        self.r = client
+        self.store = store
+        self._events: dict[str, list[asyncio.Event]] = defaultdict(list)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._listen())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _listen(self) -> None:
+        while True:
+            pubsub = self.r.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(keys.DONE_CHANNEL)
+                async for message in pubsub.listen():
+                    data = message.get("data")
+                    job_id = data.decode() if isinstance(data, bytes) else str(data)
+                    for event in self._events.get(job_id, []):
+                        event.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("result subscription lost; resubscribing", exc_info=True)
+                await asyncio.sleep(0.5)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+
+    async def wait(self, job_id: str, timeout_s: float) -> JobRecord | None:
+        """The record once terminal, or as it is when the timeout passes (None if unknown)."""
+        event = asyncio.Event()
+        self._events[job_id].append(event)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            while True:
+                record = await self.store.get(job_id)
+                if record is None or record.state.terminal:
+                    return record
+                left = deadline - loop.time()
+                if left <= 0:
+                    return record
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), min(RECHECK_S, left))
+                event.clear()
+        finally:
+            self._events[job_id].remove(event)
+            if not self._events[job_id]:
+                del self._events[job_id]

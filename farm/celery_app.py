@@ -1,0 +1,76 @@
+"""The Celery app: queues, routing and the at-least-once settings.
+
+Queues: `init` (global), `run` (global) and `run.<node>` (the node that initialised a sandbox runs it),
+`eval` (global). A worker started with `-Q run` also consumes its node's `run.<node>` queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from celery.signals import celeryd_after_setup
+from kombu import Queue
+
+from farm.settings import get_settings
+from farm.workers import live_run_queues
+
+STAGE_TASKS = {"farm.init": "init", "farm.run": "run", "farm.eval": "eval"}
+
+
+def node_run_queue(node: str) -> str:
+    return f"run.{node}"
+
+
+def route_stage(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any) -> dict | None:
+    """Run stages go to the sending node's own run queue when a live worker there consumes it.
+
+    The run stage is sent by the init worker when init finishes, so "the sending node" is the node
+    that prepared the sandbox. Without a live run worker on that node the job goes to the global queue.
+    """
+    stage = STAGE_TASKS.get(name)
+    if stage is None:
+        return None
+    if stage == "run":
+        local = node_run_queue(get_settings().node)
+        return {"queue": local if local in live_run_queues() else "run"}
+    return {"queue": stage}
+
+
+def create_app() -> Celery:
+    settings = get_settings()
+    celery = Celery("farm", broker=settings.redis_url, include=["tasks.stages"])
+    celery.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_queues=[Queue("init"), Queue("run"), Queue("eval")],
+        task_default_queue="init",
+        task_create_missing_queues=True,
+        task_routes=(route_stage,),
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s,
+            # Sweep for unacked messages of dead workers every second instead of every ~100 s.
+            "unacked_restore_interval": 1,
+            "unacked_restore_throttle": 1,
+        },
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        task_send_sent_event=False,
+    )
+    return celery
+
+
+app = create_app()
+
+
+@celeryd_after_setup.connect
+def _consume_node_run_queue(sender: str, instance: Any, **kwargs: Any) -> None:
+    queues = instance.app.amqp.queues
+    if "run" in queues.consume_from:
+        queues.select_add(node_run_queue(get_settings().node))

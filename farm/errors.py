@@ -1,0 +1,17 @@
+"""Control-flow exceptions shared by stages, handlers and the agent loop."""
+
+
+class JobInterrupted(Exception):
+    """The job must stop now; the stage ends it in the matching terminal state."""
+
+
+class JobCancelled(JobInterrupted):
+    """Cancellation was asked for (POST /cancel, /stop, stale-policy cleanup)."""
+
+
+class JobDeadlineExceeded(JobInterrupted):
+    """The job's budget of time inside stages is spent."""
+
+
+class NoBackendAvailable(Exception):
+    """No healthy inference backend was registered before the job's deadline."""

@@ -1,0 +1,215 @@
+"""Starting a whole local farm as child processes: Redis (if none answers), the API, one Celery
+worker per stage queue and the reference LLM server. Used by `farm up`, `farm demo` and the
+integration tests, so all three run the farm the same way.
+
+Every child gets its own process group; stopping sends SIGTERM to each group, waits, then SIGKILLs
+what is left, so Ctrl-C or the end of a demo leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import redis
+
+from farm import keys
+from farm.embedded_redis import EmbeddedRedis, free_port, redis_answers
+from farm.settings import DEFAULT_REDIS_URL
+
+
+@dataclass
+class WorkerSpec:
+    queues: str
+    """Comma-separated queues, e.g. `init` or `init,eval`."""
+    pool: str = "threads"
+    concurrency: int = 4
+    node: str | None = None
+    name: str | None = None
+    app: str = "farm"
+    """The Celery app module (`celery -A <app>`); benches use one that adds baseline tasks."""
+
+
+def default_workers(run_concurrency: int = 16) -> list[WorkerSpec]:
+    return [
+        WorkerSpec("init", concurrency=4),
+        WorkerSpec("run", concurrency=run_concurrency),
+        WorkerSpec("eval", concurrency=4),
+    ]
+
+
+@dataclass
+class LocalFarm:
+    redis_url: str = DEFAULT_REDIS_URL
+    api_port: int = 0
+    workers: list[WorkerSpec] = field(default_factory=default_workers)
+    llm_policy: str | None = "scripted"
+    """Start the reference LLM server with this policy and register it; None starts none."""
+    llm_args: list[str] = field(default_factory=list)
+    llm_servers: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    log_dir: Path | None = None
+    quiet: bool = True
+
+    _redis: EmbeddedRedis | None = None
+    _children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    llm_urls: list[str] = field(default_factory=list)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def child_env(self, **extra: str) -> dict[str, str]:
+        env = {**os.environ, **self.env, "FARM_REDIS_URL": self.redis_url, **extra}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def _spawn(self, name: str, argv: list[str], **env: str) -> subprocess.Popen[bytes]:
+        out: int | object = subprocess.DEVNULL
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
+        elif not self.quiet:
+            out = None
+        proc = subprocess.Popen(
+            argv, env=self.child_env(**env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self._children.append((name, proc))
+        return proc
+
+    def start(self, timeout_s: float = 60.0) -> LocalFarm:
+        try:
+            self._start(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout_s: float) -> None:
+        if not redis_answers(self.redis_url):
+            if self.redis_url != DEFAULT_REDIS_URL:
+                raise RuntimeError(f"nothing answers at FARM_REDIS_URL={self.redis_url}")
+            self._redis = EmbeddedRedis().start()
+            self.redis_url = self._redis.url
+        self.api_port = self.api_port or free_port()
+        deadline = time.monotonic() + timeout_s
+
+        if self.llm_policy:
+            for i in range(self.llm_servers):
+                port = free_port()
+                serve = [
+                    "llm",
+                    "serve",
+                    "--policy",
+                    self.llm_policy,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ]
+                self._spawn(f"llm{i}", [sys.executable, "-m", "farm.cli", *serve, *self.llm_args])
+                self.llm_urls.append(f"http://127.0.0.1:{port}/v1")
+        uvicorn = ["uvicorn", "farm.api.app:create_app", "--factory", "--host", "127.0.0.1"]
+        uvicorn += ["--port", str(self.api_port), "--log-level", "warning", "--no-access-log"]
+        self._spawn("api", [sys.executable, "-m", *uvicorn])
+        tag = f"{self.api_port}"
+        for i, worker in enumerate(self.workers):
+            label = worker.name or worker.queues.replace(",", "+")
+            env = {"FARM_NODE": worker.node} if worker.node else {}
+            argv = [sys.executable, "-m", "celery", "-A", worker.app, "worker", "-Q", worker.queues]
+            argv += ["-P", worker.pool, "-c", str(worker.concurrency), "-n", f"{label}-{i}-{tag}@%h"]
+            argv += ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"]
+            self._spawn(f"worker-{label}-{i}", argv, **env)
+
+        self._wait_http(f"{self.api_url}/healthz", deadline)
+        for url in self.llm_urls:
+            self._wait_http(f"{url}/models", deadline)
+        self._wait_workers(deadline)
+        with httpx.Client(timeout=10) as http:
+            for url in self.llm_urls:
+                http.post(f"{self.api_url}/add_llm_server", json={"address": url}).raise_for_status()
+
+    def _check_children(self) -> None:
+        for name, proc in self._children:
+            if proc.poll() is not None:
+                hint = f" (see {self.log_dir / (name + '.log')})" if self.log_dir else ""
+                raise RuntimeError(f"{name} exited with code {proc.returncode} while starting{hint}")
+
+    def _wait_http(self, url: str, deadline: float) -> None:
+        while True:
+            self._check_children()
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=1.0).status_code < 500:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} did not answer in time")
+            time.sleep(0.1)
+
+    def _wait_workers(self, deadline: float) -> None:
+        client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+        tag = f"-{self.api_port}@"
+        try:
+            while True:
+                self._check_children()
+                names = [n for n in client.scan_iter(match=f"{keys.WORKER_PREFIX}*") if tag in n]
+                if len(names) >= len(self.workers):
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"only {len(names)} of {len(self.workers)} workers came up")
+                time.sleep(0.1)
+        finally:
+            client.close()
+
+    def alive(self) -> bool:
+        return all(proc.poll() is None for _, proc in self._children)
+
+    def children(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
+        return list(self._children)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        for _, proc in reversed(self._children):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for _, proc in self._children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+        for _, proc in self._children:
+            # Kill the whole group: a worker's pool children or a stray tool process included.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+        self._children.clear()
+        if self._redis is not None:
+            self._redis.stop()
+            self._redis = None
+
+    def __enter__(self) -> LocalFarm:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def sigterm_as_keyboard_interrupt() -> Iterator[None]:
+    """So `farm up` under a supervisor (SIGTERM) cleans up exactly as on Ctrl-C."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

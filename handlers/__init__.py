@@ -1,0 +1,1 @@
+"""AgentHandler plugins, one per task domain. See handlers/base.py for the interface."""

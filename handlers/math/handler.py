@@ -1,0 +1,77 @@
+"""`math`: the policy may compute with a python tool and must give its final answer as \\boxed{...};
+the reward is 1 when that answer is equivalent to the reference answer, else 0."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from farm.agent.loop import AgentConfig, run_agent
+from handlers.base import AgentHandler, EvalOutput, HandlerInstance, RunOutput
+from handlers.context import JobContext
+from handlers.math.grading import extract_boxed, is_equivalent
+from handlers.math.python_tool import python_tool
+from handlers.registry import register
+
+SYSTEM_PROMPT = (
+    "You are a careful mathematician. You may call the `python` tool to compute. "
+    "When you are done, reply without a tool call and put the final answer in \\boxed{}."
+)
+
+
+class MathInstance(HandlerInstance):
+    question: str = Field(min_length=1)
+    answer: str = Field(min_length=1)
+    """Reference answer; any form sympy can compare (6507, 3/4, \\frac{3}{4}, 0.75)."""
+    max_turns: int = Field(6, ge=1, le=64)
+    max_context_tokens: int = Field(8192, ge=256)
+    tool_timeout_s: float = Field(10.0, gt=0, le=300)
+
+
+@register
+class MathHandler(AgentHandler):
+    name = "math"
+    instance_model = MathInstance
+
+    def init(self, ctx: JobContext) -> dict[str, Any]:
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        return {"workdir": str(ctx.workdir)}
+
+    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
+        inst: MathInstance = ctx.instance  # type: ignore[assignment]
+        config = AgentConfig(max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens)
+        tools = [python_tool(Path(state["workdir"]), inst.tool_timeout_s)]
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": inst.question}]
+        episode = run_agent(ctx, messages, tools, config)
+        meta = {
+            "job_id": ctx.job_id,
+            "task_id": ctx.spec.task_id,
+            "handler": self.name,
+            "builder": "agent_loop",
+            "backends": ctx.policy.backends_used,
+            "turns": episode.turns,
+            "tool_calls": episode.tool_calls,
+            "recoverable_errors": episode.recoverable_errors,
+            "policy_version": ctx.metadata.get("policy_version"),
+        }
+        trace = episode.conversation.to_trace(episode.finish_reason, meta)
+        answer = extract_boxed(episode.final_text)
+        return RunOutput(
+            traces=[trace],
+            artifacts={"answer": answer, "final_text": episode.final_text},
+            finish_reason=episode.finish_reason,
+            outcome=episode.outcome,
+            metadata={"turns": episode.turns, "tool_calls": episode.tool_calls},
+        )
+
+    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        inst: MathInstance = ctx.instance  # type: ignore[assignment]
+        final = run.artifacts.get("final_text") or ""
+        correct = run.finish_reason == "answer" and is_equivalent(final, inst.answer)
+        return EvalOutput(reward=1.0 if correct else 0.0, metadata={"correct": correct})
+
+    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
+        shutil.rmtree(state.get("workdir", ctx.workdir), ignore_errors=True)

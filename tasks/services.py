@@ -1,0 +1,26 @@
+"""Process-wide clients a worker shares across the jobs it runs."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import redis
+
+from farm.jobs.store import JobStore
+from farm.pool import BackendPool
+from farm.settings import get_settings
+
+
+@lru_cache
+def redis_client() -> redis.Redis:
+    return redis.Redis.from_url(get_settings().redis_url, health_check_interval=30)
+
+
+@lru_cache
+def job_store() -> JobStore:
+    return JobStore(redis_client(), get_settings().result_ttl_s)
+
+
+@lru_cache
+def backend_pool() -> BackendPool:
+    return BackendPool(redis_client())

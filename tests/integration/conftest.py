@@ -1,0 +1,42 @@
+"""A whole farm for integration tests: private redis-server, the API over HTTP, three Celery
+workers (one per queue) and three reference LLM servers, all real processes."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from farm.embedded_redis import EmbeddedRedis
+from farm.launcher import LocalFarm, WorkerSpec
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
+    logs = Path(tempfile.mkdtemp(prefix="farm-test-logs-"))
+    local = LocalFarm(
+        redis_url=redis_server.url,
+        workers=[
+            WorkerSpec("init", concurrency=4),
+            WorkerSpec("run", concurrency=12),
+            WorkerSpec("eval", concurrency=4),
+        ],
+        llm_servers=3,
+        llm_args=["--accuracy", "0.5", "--seed", "7"],
+        env={"FARM_WORKDIR": str(logs / "work")},
+        log_dir=logs,
+    )
+    local.start(timeout_s=90)
+    yield local
+    local.stop()
+
+
+@pytest.fixture
+def api(farm: LocalFarm) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=farm.api_url, timeout=60) as client:
+        yield client
