@@ -1,9 +1,11 @@
-"""`noop`: does nothing in each stage and scores 1. For smoke tests, capacity checks and for
-measuring the farm's own overhead (bench/overhead.py)."""
+"""`noop`: does nothing in each stage and scores `reward`. For smoke tests, capacity checks and for
+measuring the farm's own overhead (bench/overhead.py). Its knobs let tests hold a job in a stage
+(`run_s`) or make a stage raise (`fail_stage`)."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -13,7 +15,14 @@ from handlers.registry import register
 
 
 class NoopInstance(HandlerInstance):
-    reward: float = Field(1.0, description="The reward the job reports.")
+    reward: float = 1.0
+    run_s: float = Field(0.0, ge=0, le=3600)
+    """Seconds to spend in run, checking for cancellation every 10 ms."""
+    fail_stage: Literal["init", "run", "eval"] | None = None
+
+
+class StageFailure(RuntimeError):
+    pass
 
 
 @register
@@ -21,12 +30,24 @@ class NoopHandler(AgentHandler):
     name = "noop"
     instance_model = NoopInstance
 
+    def _maybe_fail(self, ctx: JobContext, stage: str) -> None:
+        if ctx.instance.fail_stage == stage:  # type: ignore[attr-defined]
+            raise StageFailure(f"{stage} failed on purpose")
+
     def init(self, ctx: JobContext) -> dict[str, Any]:
+        self._maybe_fail(ctx, "init")
         return {}
 
     def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
-        ctx.check()
-        return RunOutput(finish_reason="noop")
+        self._maybe_fail(ctx, "run")
+        until = time.monotonic() + ctx.instance.run_s  # type: ignore[attr-defined]
+        while True:
+            ctx.check()
+            left = until - time.monotonic()
+            if left <= 0:
+                return RunOutput(finish_reason="noop")
+            time.sleep(min(0.01, left))
 
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        self._maybe_fail(ctx, "eval")
         return EvalOutput(reward=ctx.instance.reward)  # type: ignore[attr-defined]
