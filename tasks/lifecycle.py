@@ -77,26 +77,21 @@ def _interrupted(ctx: JobContext, state: JobState, stage: str, message: str, **e
 
 def execute_stage(job_id: str, stage: str) -> str:
     store = job_store()
-    record = store.get(job_id)
-    if record is None or record.state.terminal:
-        return StageOutcome.STOP
-    if record.stage_done(stage):
+    verdict, record = store.begin_stage(job_id, stage)
+    if verdict == "done":
         return StageOutcome.CONTINUE  # a redelivered stage that had already finished
-    ending = None
-    if store.is_revoked(job_id):
-        ending = (JobState.cancelled, "cancelled before the stage started")
-    elif record.spec.timeout_s - record.timings().in_stages <= 0:
-        ending = (JobState.timeout, "budget spent before the stage started")
-    if ending is not None:
-        state, message = ending
+    if verdict in ("missing", "terminal") or record is None:
+        return StageOutcome.STOP
+    if verdict in ("revoked", "expired"):
         if stage == "run":
             _release_init_state(record)
+        state = JobState.cancelled if verdict == "revoked" else JobState.timeout
+        message = (
+            "cancelled before the stage started" if verdict == "revoked" else "budget spent before the stage"
+        )
         _finish(
             store, terminal_result(record, state, StageError(stage=stage, type=state.value, message=message))
         )
-        return StageOutcome.STOP
-    before = store.begin_stage(job_id, stage)
-    if before is None or before.terminal:
         return StageOutcome.STOP
 
     try:
@@ -131,8 +126,7 @@ def _init(store: JobStore, record: JobRecord, handler: AgentHandler, ctx: JobCon
         _teardown_quietly(handler, ctx, {})
         _finish(store, _callback(handler.init_exception, ctx, "init", exc))
         return StageOutcome.STOP
-    store.end_stage(ctx.job_id, "init", time.monotonic() - ctx.started, init_state=state)
-    store.set_fields(ctx.job_id, node=ctx.node)
+    store.end_stage(ctx.job_id, "init", time.monotonic() - ctx.started, {"node": ctx.node}, init_state=state)
     return StageOutcome.CONTINUE
 
 

@@ -108,7 +108,14 @@ class JobStore:
 
     def create(self, spec: JobSpec, task_ids: dict[str, str]) -> bool:
         """False when a job with this id exists already (idempotent resubmission)."""
-        args = [spec.job_id, spec.model_dump_json(), json.dumps(task_ids), time.time(), self.ttl_s]
+        args = [
+            spec.job_id,
+            spec.model_dump_json(),
+            json.dumps(task_ids),
+            time.time(),
+            self.ttl_s,
+            spec.timeout_s,
+        ]
         return bool(
             self._create(keys=[keys.job(spec.job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE], args=args)
         )
@@ -116,28 +123,27 @@ class JobStore:
     def get(self, job_id: str) -> JobRecord | None:
         return JobRecord.parse(self.r.hgetall(keys.job(job_id)))
 
-    def begin_stage(self, job_id: str, stage: str) -> JobState | None:
-        """Moves the job into `stage`; returns the state it was in (None if the record is gone)."""
-        before = _s(self._begin(keys=[keys.job(job_id), keys.JOBS_BY_STATE], args=[stage, time.time()]))
-        return JobState(before) if before else None
+    def begin_stage(self, job_id: str, stage: str) -> tuple[str, JobRecord | None]:
+        """Checks and enters `stage` in one round trip; see scripts.BEGIN_STAGE for the verdicts."""
+        keys_ = [keys.job(job_id), keys.JOBS_BY_STATE, keys.REVOKED]
+        verdict, flat = self._begin(keys=keys_, args=[stage, time.time(), job_id])
+        record = JobRecord.parse(dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
+        return _s(verdict), record
 
-    def end_stage(self, job_id: str, stage: str, elapsed_s: float, **outputs: Any) -> None:
+    def end_stage(
+        self, job_id: str, stage: str, elapsed_s: float, fields: dict[str, str] | None = None, **outputs: Any
+    ) -> None:
+        """Records the stage's time and JSON outputs (plus plain `fields`) and marks it done."""
         pipe = self.r.pipeline(transaction=True)
         key = keys.job(job_id)
         pipe.hincrbyfloat(key, f"t_{stage}", elapsed_s)
-        mapping = {name: json.dumps(value) for name, value in outputs.items()}
+        mapping = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
         mapping[f"done:{stage}"] = "1"
         mapping["enqueued_at"] = str(time.time())
         pipe.hset(key, mapping=mapping)
         pipe.hincrbyfloat(keys.STATS, f"stage_seconds_sum:{stage}", elapsed_s)
         pipe.hincrby(keys.STATS, f"stage_count:{stage}", 1)
         pipe.execute()
-
-    def add_stage_time(self, job_id: str, stage: str, elapsed_s: float) -> None:
-        self.r.hincrbyfloat(keys.job(job_id), f"t_{stage}", elapsed_s)
-
-    def set_fields(self, job_id: str, **values: str) -> None:
-        self.r.hset(keys.job(job_id), mapping=values)
 
     def finalize(self, result: JobResult, only_from: str = "") -> bool:
         """Records the terminal result once; False if the job had already ended."""
@@ -175,7 +181,14 @@ class AsyncJobStore:
         self._finalize = client.register_script(scripts.FINALIZE)
 
     async def create(self, spec: JobSpec, task_ids: dict[str, str]) -> bool:
-        args = [spec.job_id, spec.model_dump_json(), json.dumps(task_ids), time.time(), self.ttl_s]
+        args = [
+            spec.job_id,
+            spec.model_dump_json(),
+            json.dumps(task_ids),
+            time.time(),
+            self.ttl_s,
+            spec.timeout_s,
+        ]
         created = await self._create(
             keys=[keys.job(spec.job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE], args=args
         )

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print tables with medians and ratios against baselines run alongside."""

@@ -1,0 +1,163 @@
+"""Farm overhead: a no-op rollout through REST + Celery chain vs a bare Celery chain of three no-op
+tasks on the same worker processes vs the handler called in-process.
+
+    python -m bench.overhead [--n 300] [--burst 1000] [--inflight 64] [--repeats 3]
+
+Prints p50/p99 sequential latency and sustained rollouts/s with 64 in flight, each the median over
+--repeats runs, with the farm/bare ratios the issue's targets are stated in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from bench.common import pct
+from farm.embedded_redis import EmbeddedRedis
+from farm.jobs.spec import JobSpec
+from farm.launcher import LocalFarm, WorkerSpec
+from farm.models.results import Timings
+from handlers.context import JobContext
+from handlers.registry import get_handler
+
+NOOP = {"handler": "noop"}
+
+
+def in_process_latencies(n: int) -> list[float]:
+    handler = get_handler("noop")
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        spec = JobSpec(job_id=f"local-{i}", handler="noop", instance=NOOP, timeout_s=60)
+        ctx = JobContext(
+            spec=spec, instance=handler.validate(NOOP), stage="run", node="local", workdir=Path("/tmp"),
+            deadline=time.monotonic() + 60, timings_before=Timings(), is_revoked=lambda: False,
+            policy_factory=lambda c: None, tokenizer_factory=lambda: None,  # type: ignore[arg-type,return-value]
+        )
+        state = handler.init(ctx)
+        run = handler.run(ctx, state)
+        handler.final_result(ctx, run, handler.eval(ctx, state, run))
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def bare_chain():  # noqa: ANN201
+    from celery import chain
+
+    from bench.overhead_app import bare_eval, bare_init, bare_run
+
+    return chain(
+        bare_init.si().set(queue="init"), bare_run.si().set(queue="run"), bare_eval.si().set(queue="eval")
+    )
+
+
+def bare_latencies(n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        bare_chain().apply_async().get(timeout=30)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def bare_throughput(total: int, inflight: int) -> float:
+    def one(_: int) -> None:
+        bare_chain().apply_async().get(timeout=60)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(inflight) as ex:
+        list(ex.map(one, range(total)))
+    return total / (time.perf_counter() - t0)
+
+
+def farm_latencies(api: str, n: int) -> list[float]:
+    out = []
+    with httpx.Client(base_url=api, timeout=30) as http:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            response = http.post("/process", json={"instance": NOOP})
+            out.append(time.perf_counter() - t0)
+            assert response.json()["state"] == "done", response.text
+    return out
+
+
+def farm_throughput(api: str, total: int, inflight: int) -> float:
+    async def run() -> float:
+        limits = httpx.Limits(max_connections=inflight, max_keepalive_connections=inflight)
+        async with httpx.AsyncClient(base_url=api, timeout=120, limits=limits) as http:
+            gate = asyncio.Semaphore(inflight)
+
+            async def one() -> None:
+                async with gate:
+                    response = await http.post("/process", json={"instance": NOOP})
+                    assert response.json()["state"] == "done", response.text
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(total)))
+            return total / (time.perf_counter() - t0)
+
+    return asyncio.run(run())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=300, help="sequential requests per latency run")
+    parser.add_argument("--burst", type=int, default=1000, help="rollouts per throughput run")
+    parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pool", default="threads", help="worker pool for all three workers")
+    parser.add_argument("--concurrency", type=int, default=4, help="per worker")
+    args = parser.parse_args()
+    console = Console()
+
+    rows: dict[str, list[float]] = {}
+    with EmbeddedRedis() as redis_server:
+        import os
+
+        os.environ["FARM_REDIS_URL"] = redis_server.url
+        from farm.settings import get_settings
+
+        get_settings.cache_clear()
+        workers = [
+            WorkerSpec(q, pool=args.pool, concurrency=args.concurrency, app="bench.overhead_app")
+            for q in ("init", "run", "eval")
+        ]
+        with LocalFarm(redis_url=redis_server.url, workers=workers, llm_policy=None) as farm:
+            farm_latencies(farm.api_url, 50)  # warm up connections and imports
+            bare_latencies(50)
+            for r in range(args.repeats):
+                console.print(f"run {r + 1}/{args.repeats}")
+                local = in_process_latencies(args.n)
+                bare = bare_latencies(args.n)
+                ours = farm_latencies(farm.api_url, args.n)
+                for name, values in (("local", local), ("bare", bare), ("farm", ours)):
+                    rows.setdefault(f"{name}_p50", []).append(pct(values, 0.5) * 1000)
+                    rows.setdefault(f"{name}_p99", []).append(pct(values, 0.99) * 1000)
+                rows.setdefault("bare_tput", []).append(bare_throughput(args.burst, args.inflight))
+                rows.setdefault("farm_tput", []).append(farm_throughput(farm.api_url, args.burst, args.inflight))
+
+    m = {k: statistics.median(v) for k, v in rows.items()}
+    table = Table(title=f"no-op rollout overhead (median of {args.repeats} runs; {args.pool} pool "
+                        f"c{args.concurrency}, 3 workers, 2 cores)")
+    for col in ("metric", "farm (REST + chain)", "bare Celery chain", "handler in-process", "farm / bare"):
+        table.add_column(col, justify="right")
+    table.add_row("latency p50 ms", f"{m['farm_p50']:.1f}", f"{m['bare_p50']:.1f}", f"{m['local_p50']:.3f}",
+                  f"{m['farm_p50'] / m['bare_p50']:.2f}x")
+    table.add_row("latency p99 ms", f"{m['farm_p99']:.1f}", f"{m['bare_p99']:.1f}", f"{m['local_p99']:.3f}",
+                  f"{m['farm_p99'] / m['bare_p99']:.2f}x")
+    table.add_row(f"rollouts/s at {args.inflight} in flight", f"{m['farm_tput']:.0f}", f"{m['bare_tput']:.0f}",
+                  "-", f"{m['farm_tput'] / m['bare_tput']:.2f}x")
+    console.print(table)
+    console.print("targets: farm p50 <= 25 ms and <= 1.5x bare; sustained >= 100/s and >= 0.7x bare")
+
+
+if __name__ == "__main__":
+    main()
