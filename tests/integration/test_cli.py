@@ -1,0 +1,87 @@
+"""The commands a newcomer runs first: `farm up` (Ctrl-C stops everything) and `farm demo`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from farm.embedded_redis import EmbeddedRedis, free_port
+
+pytestmark = pytest.mark.integration
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def all_gone(procs: list[psutil.Process], timeout_s: float = 15) -> list[psutil.Process]:
+    _, alive = psutil.wait_procs(procs, timeout=timeout_s)
+    return alive
+
+
+def test_farm_up_serves_and_ctrl_c_leaves_no_process(redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "FARM_REDIS_URL": redis_server.url, "FARM_WORKDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "farm.cli", "up", "--port", str(port), "--run-concurrency", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/llm_servers", timeout=1).json():
+                    break
+            except (httpx.HTTPError, ValueError):
+                pass
+            assert time.monotonic() < deadline, "farm up did not come up"
+            time.sleep(0.2)
+        children = descendants(proc.pid)
+        assert len(children) >= 5  # api, three workers, reference LLM (+ pool processes)
+        result = httpx.post(
+            f"http://127.0.0.1:{port}/process", json={"instance": {"handler": "noop"}}, timeout=30
+        ).json()
+        assert result["state"] == "done"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+        assert all_gone(children) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_farm_demo_runs_a_batch_and_writes_trajectories(redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    out = tmp_path / "demo.jsonl"
+    env = {**os.environ, "FARM_REDIS_URL": redis_server.url, "FARM_WORKDIR": str(tmp_path / "work")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "farm.cli", "demo", "--tasks", "4", "--samples", "2", "--out", str(out)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    seen: list[psutil.Process] = []
+    try:
+        while proc.poll() is None:
+            seen.extend(descendants(proc.pid))
+            time.sleep(0.5)
+        output = proc.stdout.read() if proc.stdout else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output
+    assert "rollouts/s" in output and "mean reward" in output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 8
+    assert {line["state"] for line in lines} == {"done"}
+    assert all_gone(list({p.pid: p for p in seen}.values()), timeout_s=5) == []
