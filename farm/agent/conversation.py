@@ -49,17 +49,10 @@ class TokenConversation:
 
     def add_messages(self, new: list[dict[str, Any]]) -> None:
         """Append tool results / user feedback and the next generation prompt, masked."""
-        eot = self.tokenizer.eot_token
         if not self.response_ids or self.response_ids[-1] != self.tokenizer.eos_token_id:
             # A turn cut by max_tokens has no end-of-turn token; close it as the template would.
             self._append_masked([self.tokenizer.eos_token_id])
-        tools = self.tools or None
-        before = self.tokenizer.render(self.messages, tools=tools, add_generation_prompt=False)
-        after = self.tokenizer.render(self.messages + new, tools=tools, add_generation_prompt=True)
-        cut = before.rindex(eot) + len(eot)
-        if not after.startswith(before[:cut]):
-            raise ValueError("chat template is not prefix-stable; cannot append messages token-faithfully")
-        self._append_masked(self.tokenizer.encode(after[cut:]))
+        self._append_masked(self.tokenizer.continuation_ids(self.messages, new, self.tools or None))
         self.messages.extend(new)
 
     def _append_masked(self, ids: list[int]) -> None:

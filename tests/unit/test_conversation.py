@@ -1,0 +1,80 @@
+"""TokenConversation: sampled ids are kept as sampled, and appending messages tokenizes only them."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from farm.agent.conversation import TokenConversation
+from farm.chat.tokenizer import ChatTokenizer
+from farm.inference import Generation
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "python",
+            "description": "run",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
+        },
+    }
+]
+text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
+
+
+def sampled(tok: ChatTokenizer, message: dict) -> Generation:
+    ids = tok.encode(tok.assistant_text(message))
+    return Generation(
+        token_ids=ids,
+        logprobs=[-0.5] * len(ids),
+        finish_reason="stop",
+        text="",
+        prompt_tokens=0,
+        backend="test",
+        latency_s=0.0,
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(question=text, turns=st.lists(st.tuples(text, text), min_size=1, max_size=3))
+def test_incremental_context_equals_full_render_for_canonical_samples(question: str, turns: list) -> None:
+    """When the policy samples exactly the canonical rendering, appending turn by turn gives the
+    same ids as rendering the whole conversation at once; masks and logprobs line up."""
+    tok = ChatTokenizer.load()
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": question}]
+    conv = TokenConversation(tok, messages, TOOLS)
+    for i, (reply, observation) in enumerate(turns):
+        assistant = {"role": "assistant", "content": reply}
+        conv.add_sampled(sampled(tok, assistant), assistant)
+        if i < len(turns) - 1:
+            conv.add_messages([{"role": "user", "content": observation}])
+    # the full render may add a separator after the last turn, so compare the prefix
+    full = tok.encode(tok.render(conv.messages, TOOLS))
+    assert full[: len(conv.context_ids)] == conv.context_ids
+    assert len(conv.response_ids) == len(conv.loss_mask) == len(conv.logprobs)
+    assert all(lp == 0.0 for lp, m in zip(conv.logprobs, conv.loss_mask, strict=True) if m == 0)
+    assert conv.sampled_tokens == sum(
+        len(sampled(tok, {"role": "assistant", "content": r}).token_ids) for r, _ in turns
+    )
+
+
+def test_truncated_turn_is_closed_with_a_masked_end_of_turn() -> None:
+    tok = ChatTokenizer.load()
+    conv = TokenConversation(tok, [{"role": "user", "content": "hi"}], [])
+    cut = tok.encode("partial answer")
+    conv.add_sampled(
+        Generation(
+            token_ids=cut,
+            logprobs=[-1.0] * len(cut),
+            finish_reason="length",
+            text="",
+            prompt_tokens=0,
+            backend="t",
+            latency_s=0.0,
+        ),
+        {"role": "assistant", "content": "partial answer"},
+    )
+    conv.add_messages([{"role": "user", "content": "go on"}])
+    n = len(cut)
+    assert conv.response_ids[:n] == cut and conv.loss_mask[:n] == [1] * n
+    assert conv.response_ids[n] == tok.eos_token_id and conv.loss_mask[n] == 0
