@@ -1,0 +1,72 @@
+"""Read a rendered ChatML prompt back into OpenAI-style messages (the inverse of the shipped template).
+
+The reference LLM server gets only token ids; its scripted policy decodes them and uses this to see the
+conversation: who said what, which tools exist, and whether an assistant turn is open for generation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from farm.chat.tool_calls import parse_assistant
+
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+TOOLS_HEADER = "\n\n# Tools\n\n"
+TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE = "<tool_response>\n", "\n</tool_response>"
+
+
+class ParsedConversation(BaseModel):
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    open_role: str | None = None
+    """Role of a trailing turn that was opened but not closed (the generation prompt), if any."""
+    open_text: str = ""
+    """What that open turn already holds (e.g. a prefilled answer)."""
+
+
+def parse_chatml(text: str) -> ParsedConversation:
+    parsed = ParsedConversation()
+    for chunk in text.split(IM_START)[1:]:
+        role, _, body = chunk.partition("\n")
+        closed = IM_END in body
+        body = body.partition(IM_END)[0]
+        if not closed:
+            parsed.open_role, parsed.open_text = role, body
+            break
+        parsed.messages.append(_message(role, body, parsed))
+    return parsed
+
+
+def _message(role: str, body: str, parsed: ParsedConversation) -> dict[str, Any]:
+    if role == "system" and not parsed.messages and TOOLS_HEADER in body:
+        system, _, tools_section = body.partition(TOOLS_HEADER)
+        parsed.tools = _tools(tools_section)
+        return {"role": "system", "content": system}
+    if role == "tool":
+        if body.startswith(TOOL_RESPONSE_OPEN) and body.endswith(TOOL_RESPONSE_CLOSE):
+            body = body[len(TOOL_RESPONSE_OPEN) : -len(TOOL_RESPONSE_CLOSE)]
+        return {"role": "tool", "content": body}
+    if role == "assistant":
+        answer = parse_assistant(body)
+        message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+        if answer.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
+        if answer.reasoning is not None:
+            message["reasoning_content"] = answer.reasoning
+        return message
+    return {"role": role, "content": body}
+
+
+def _tools(section: str) -> list[dict[str, Any]]:
+    inside = section.partition("<tools>\n")[2].partition("</tools>")[0]
+    tools = []
+    for line in inside.splitlines():
+        if line.strip():
+            try:
+                tools.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return tools

@@ -1,0 +1,131 @@
+"""ChatTokenizer: a transformers tokenizer plus its chat template, with the farm's token conventions.
+
+Conventions: `encode` never adds BOS and turns special-token text into its id; `decode` keeps special
+tokens and does no whitespace clean-up, so `decode(encode(text)) == text`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "farm-tiny"
+"""The tokenizer that ships with the project (see assets/build_tokenizer.py)."""
+
+Message = Mapping[str, Any]
+
+_cache: dict[str, ChatTokenizer] = {}
+_cache_lock = threading.Lock()
+
+
+class ChatTokenizer:
+    def __init__(self, hf: PreTrainedTokenizerBase, name: str) -> None:
+        if hf.chat_template is None:
+            raise ValueError(f"tokenizer {name!r} has no chat template")
+        if hf.eos_token is None:
+            raise ValueError(f"tokenizer {name!r} has no eos (end-of-turn) token")
+        self.hf = hf
+        self.name = name
+        self.eot_token: str = hf.eos_token
+        self.eos_token_id: int = hf.convert_tokens_to_ids(self.eot_token)
+        self.vocab_size: int = len(hf)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, name_or_path: str | None = None) -> ChatTokenizer:
+        """Load (once per path) a local tokenizer directory; None means the shipped `farm-tiny`."""
+        key = str(Path(name_or_path).resolve()) if name_or_path else str(SHIPPED_DIR)
+        with _cache_lock:
+            if key not in _cache:
+                hf = _load_hf(key)
+                _cache[key] = cls(hf, Path(key).name)
+            return _cache[key]
+
+    def encode(self, text: str) -> list[int]:
+        # The Rust tokenizer is not re-entrant across threads for one object; the lock keeps it safe.
+        with self._lock:
+            return list(self.hf.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        with self._lock:
+            return self.hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token alone (may be a partial UTF-8 character, shown with U+FFFD)."""
+        return self.decode([token_id])
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self.hf.all_special_ids
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+    ) -> str:
+        if not messages:
+            return self._generation_prompt() if add_generation_prompt else ""
+        with self._lock:
+            text = self.hf.apply_chat_template(
+                [dict(m) for m in messages],
+                tools=[dict(t) for t in tools] if tools else None,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+            )
+        assert isinstance(text, str)
+        return text
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        return self.encode(self.render(messages, tools, add_generation_prompt))
+
+    def assistant_text(self, message: Message) -> str:
+        """What the model samples for this assistant message, end-of-turn token included."""
+        anchor = [{"role": "user", "content": "."}]
+        opening = self.render(anchor, add_generation_prompt=True)
+        full = self.render([*anchor, {**message, "role": "assistant"}])
+        end = full.rindex(self.eot_token) + len(self.eot_token)
+        return full[len(opening) : end]
+
+    def _generation_prompt(self) -> str:
+        # Templates refuse empty conversations; the prompt is what generation adds after any message.
+        anchor = [{"role": "user", "content": "."}]
+        return self.render(anchor, add_generation_prompt=True)[len(self.render(anchor)) :]
+
+    def continuation_ids(
+        self,
+        history: Sequence[Message],
+        new_messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        """Ids to append after the last sampled turn of `history` (ids that end at its eot token).
+
+        The earlier ids stay as sampled; only what the template puts after that eot token (the turn
+        separator, the new messages and the generation prompt) is tokenized.
+        """
+        before = self.render(history, tools)
+        after = self.render([*history, *new_messages], tools, add_generation_prompt)
+        if not after.startswith(before):
+            raise ValueError("the chat template is not prefix-stable for these messages")
+        cut = before.rfind(self.eot_token)
+        tail = before[cut + len(self.eot_token) :] if cut >= 0 else before
+        return self.encode(tail + after[len(before) :])
+
+
+def _load_hf(path: str) -> PreTrainedTokenizerBase:
+    # AutoTokenizer resolves the model config and so imports torch when it is installed (seconds of
+    # start-up); a directory with tokenizer.json loads straight into the fast tokenizer instead.
+    if (Path(path) / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)

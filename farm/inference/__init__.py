@@ -1,0 +1,25 @@
+"""Token-in/token-out inference: one call sends prompt ids and gets back sampled ids with logprobs."""
+
+from farm.inference.client import AsyncBackendClient, BackendClient
+from farm.inference.errors import (
+    BackendRejected,
+    BackendUnavailable,
+    BadBackendResponse,
+    ContextOverflow,
+    InferenceError,
+)
+from farm.inference.generation import FinishReason, Generation
+from farm.inference.wire import BackendKind
+
+__all__ = [
+    "AsyncBackendClient",
+    "BackendClient",
+    "BackendKind",
+    "BackendRejected",
+    "BackendUnavailable",
+    "BadBackendResponse",
+    "ContextOverflow",
+    "FinishReason",
+    "Generation",
+    "InferenceError",
+]

@@ -1,0 +1,29 @@
+"""What can go wrong when asking an inference backend for tokens, named by what the caller should do."""
+
+from __future__ import annotations
+
+
+class InferenceError(Exception):
+    """Base of every inference failure. `backend` is the address that failed, `status` the HTTP code."""
+
+    def __init__(self, message: str, *, backend: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.backend = backend
+        self.status = status
+
+
+class BackendUnavailable(InferenceError):
+    """Connect error, timeout, 5xx or 429: the request may be retried on another backend."""
+
+
+class ContextOverflow(InferenceError):
+    """Prompt plus max_tokens exceed the model's window: retrying will not help; end the episode."""
+
+
+class BadBackendResponse(InferenceError):
+    """The backend answered, but not with aligned token ids and logprobs: never train on such an answer."""
+
+
+class BackendRejected(InferenceError):
+    """The backend refused the request (a 4xx other than context overflow): a caller bug or bad config."""

@@ -1,0 +1,206 @@
+"""Request bodies and answer parsing for each backend kind; no I/O, shared by the sync and async clients.
+
+vLLM: POST {address}/completions with the prompt as token ids (address ends in /v1).
+SGLang: POST {root}/generate with input_ids (root is the address without a trailing /v1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from farm.inference.errors import (
+    BackendRejected,
+    BackendUnavailable,
+    BadBackendResponse,
+    ContextOverflow,
+    InferenceError,
+)
+from farm.inference.generation import Generation
+
+BackendKind = Literal["vllm", "sglang"]
+
+_OVERFLOW = re.compile(
+    r"maximum context length|context length of|exceeds the maximum allowed length|longer than the model"
+    r"|context window",
+    re.IGNORECASE,
+)
+_TOKEN_ID = re.compile(r"^token_id:(-?\d+)$")
+
+# SGLang names some sampling parameters differently from vLLM/OpenAI.
+_SGLANG_RENAMES = {"max_tokens": "max_new_tokens", "seed": "sampling_seed", "min_tokens": "min_new_tokens"}
+_NOT_SAMPLING = {"model", "prompt", "n", "stream", "logprobs", "echo"}
+
+
+def request(kind: BackendKind, address: str, prompt_ids: list[int], sampling: Mapping[str, Any],
+            model: str | None = None) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    """The URL and JSON body of one generation call."""
+    params = {k: v for k, v in sampling.items() if v is not None and k not in _NOT_SAMPLING}
+    if kind == "vllm":
+        body: dict[str, Any] = {
+            **params,
+            "prompt": list(prompt_ids),
+            "logprobs": 0,
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
+            "add_special_tokens": False,
+        }
+        if model:
+            body["model"] = model
+        return f"{address.rstrip('/')}/completions", body
+    if kind == "sglang":
+        sampling_params = {_SGLANG_RENAMES.get(k, k): v for k, v in params.items()}
+        sampling_params.setdefault("skip_special_tokens", False)
+        body = {
+            "input_ids": list(prompt_ids),
+            "sampling_params": sampling_params,
+            "return_logprob": True,
+            "logprob_start_len": -1,
+            "top_logprobs_num": 0,
+            "stream": False,
+        }
+        return f"{sglang_root(address)}/generate", body
+    raise ValueError(f"unknown backend kind {kind!r}")
+
+
+def sglang_root(address: str) -> str:
+    return address.rstrip("/").removesuffix("/v1")
+
+
+def error_for_status(status: int, text: str, backend: str) -> InferenceError:
+    """Classify a non-200 answer."""
+    message = _error_message(text)
+    if status >= 500 or status in (408, 429):
+        return BackendUnavailable(f"{backend} answered {status}: {message}", backend=backend, status=status)
+    if status == 400 and _OVERFLOW.search(message):
+        return ContextOverflow(message, backend=backend, status=status)
+    return BackendRejected(f"{backend} answered {status}: {message}", backend=backend, status=status)
+
+
+def parse(kind: BackendKind, payload: Any, backend: str, prompt_len: int, latency_s: float) -> Generation:
+    try:
+        if kind == "vllm":
+            return _parse_vllm(payload, backend, prompt_len, latency_s)
+        return _parse_sglang(payload, backend, prompt_len, latency_s)
+    except InferenceError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, ValidationError) as exc:
+        raise BadBackendResponse(f"malformed answer from {backend}: {exc!r}", backend=backend) from exc
+
+
+def _parse_vllm(payload: Any, backend: str, prompt_len: int, latency_s: float) -> Generation:
+    choice = payload["choices"][0]
+    logprobs = choice.get("logprobs") or {}
+    values = logprobs.get("token_logprobs")
+    tokens = logprobs.get("tokens")
+    ids = choice.get("token_ids")
+    if ids is None and tokens is not None:
+        # Older vLLM: no token_ids, but return_tokens_as_token_ids put them in the logprob tokens.
+        ids = [_token_id(t, backend) for t in tokens]
+    if ids is None:
+        raise BadBackendResponse(f"{backend} returned no token ids (needs vLLM >= 0.10.2)", backend=backend)
+    if values is None:
+        raise BadBackendResponse(f"{backend} returned no logprobs", backend=backend)
+    _check_aligned(ids, values, backend)
+    if tokens is not None:
+        if len(tokens) != len(ids):
+            raise BadBackendResponse(
+                f"{backend}: {len(tokens)} logprob tokens for {len(ids)} ids", backend=backend
+            )
+        for i, (token, token_id) in enumerate(zip(tokens, ids, strict=True)):
+            match = _TOKEN_ID.match(token) if isinstance(token, str) else None
+            if match and int(match.group(1)) != token_id:
+                raise BadBackendResponse(
+                    f"{backend}: logprob token {i} is {token!r} but token_ids[{i}] is {token_id}",
+                    backend=backend,
+                )
+    usage = payload.get("usage") or {}
+    return Generation(
+        token_ids=ids,
+        logprobs=values,
+        finish_reason=_finish(choice.get("finish_reason"), backend),
+        text=choice.get("text") or "",
+        prompt_tokens=usage.get("prompt_tokens") or prompt_len,
+        backend=backend,
+        latency_s=latency_s,
+        stop_reason=choice.get("stop_reason"),
+    )
+
+
+def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float) -> Generation:
+    if isinstance(payload, list):
+        payload = payload[0]
+    meta = payload["meta_info"]
+    finish = meta.get("finish_reason") or {}
+    entries = meta.get("output_token_logprobs")
+    if entries is None:
+        raise BadBackendResponse(f"{backend} returned no output_token_logprobs", backend=backend)
+    ids = payload.get("output_ids")
+    logged_ids = [int(e[1]) for e in entries]
+    if ids is None:
+        ids = logged_ids
+    elif list(ids) != logged_ids:
+        raise BadBackendResponse(
+            f"{backend}: output_ids do not match output_token_logprobs ids", backend=backend
+        )
+    values = [e[0] for e in entries]
+    _check_aligned(ids, values, backend)
+    kind = finish.get("type") if isinstance(finish, dict) else finish
+    if kind == "abort" and _OVERFLOW.search(str(finish.get("message", ""))):
+        raise ContextOverflow(str(finish["message"]), backend=backend)
+    matched = finish.get("matched") if isinstance(finish, dict) else None
+    return Generation(
+        token_ids=ids,
+        logprobs=values,
+        finish_reason=_finish(kind, backend),
+        text=payload.get("text") or "",
+        prompt_tokens=meta.get("prompt_tokens") or prompt_len,
+        backend=backend,
+        latency_s=latency_s,
+        stop_reason=matched if isinstance(matched, str | int) else None,
+    )
+
+
+def _check_aligned(ids: list[Any], values: list[Any], backend: str) -> None:
+    if len(ids) != len(values):
+        raise BadBackendResponse(
+            f"{backend}: {len(ids)} token ids but {len(values)} logprobs", backend=backend
+        )
+    if any(not isinstance(v, int | float) or isinstance(v, bool) for v in values):
+        raise BadBackendResponse(f"{backend}: a sampled token has no numeric logprob", backend=backend)
+
+
+def _token_id(token: Any, backend: str) -> int:
+    match = _TOKEN_ID.match(token) if isinstance(token, str) else None
+    if not match:
+        raise BadBackendResponse(f"{backend}: logprob token {token!r} is not 'token_id:N'", backend=backend)
+    return int(match.group(1))
+
+
+def _finish(reason: Any, backend: str) -> Literal["stop", "length", "abort"]:
+    if reason in ("stop", "length", "abort"):
+        return reason
+    raise BadBackendResponse(f"{backend}: unknown finish_reason {reason!r}", backend=backend)
+
+
+def _error_message(text: str) -> str:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text.strip()[:500]
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if "message" in body:
+            return str(body["message"])
+        if "detail" in body:
+            return str(body["detail"])
+    return text.strip()[:500]

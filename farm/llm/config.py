@@ -1,0 +1,28 @@
+"""Settings of one reference LLM server process (the flags of `farm llm serve`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class ServerConfig(BaseModel):
+    policy: Literal["scripted", "tiny"] = "scripted"
+    seed: int = 0
+    """Seeds the model weights (tiny) and the server RNG used by requests without a seed."""
+    accuracy: float = Field(0.5, ge=0.0, le=1.0)
+    """scripted: chance that an episode follows its success path."""
+    token_latency_ms: float = Field(0.0, ge=0.0)
+    """Simulated time per sampled token, so benches can model an LLM-bound run stage."""
+    prefill_latency_ms: float = Field(0.0, ge=0.0)
+    """Simulated time per request before the first token."""
+    max_model_len: int = Field(8192, ge=16)
+    scripts: list[str] = Field(default_factory=list)
+    """Extra script files (JSONL) for the scripted policy."""
+    handler_scripts: bool = True
+    """Also load every handlers/*/scripts/*.jsonl from the installed handlers package."""
+    tokenizer: str | None = None
+    """A local tokenizer directory; None means the shipped farm-tiny."""
+    served_model_name: str | None = None
+    """Name reported by /v1/models and in answers; defaults to the tokenizer's name."""
