@@ -1,0 +1,181 @@
+"""`prefix_merging` (POLAR §3.4.2): stitch append-only completion chains into one token-faithful trace.
+
+Completions are grouped into chains: a completion joins the chain whose last prompt is a strict token
+prefix of its own prompt (longest wins), provided its message list grew, so compactions, prompt rewrites
+and interleaved sub-agents form chains of their own. Inside a chain the trace is
+    p_1 || a_1 || u_1 || a_2 || u_2 || ... || a_K
+where a_m are the raw sampled tokens (mask 1, real logprobs) and u_m the canonical interstitial taken from
+the next prompt after the server's re-rendering of a_m (mask 0, logprob 0.0). Unlike the reference
+implementation, a link that cannot be stitched (no end-of-turn token in the tail) starts a new trace
+rather than dropping the rest of the chain, and a re-rendered assistant turn that differs from the
+sampled tokens (retokenization drift) is reported in the trace metadata.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any, Literal
+
+from farm.builders.records import CompletionRecord
+from farm.models import Trace
+
+END_OF_TURN_FINISHES = frozenset({"stop", "tool_calls", "stop_sequence"})
+DriftPolicy = Literal["flag", "split"]
+
+
+def detect_end_of_turn(records: Sequence[CompletionRecord]) -> int | None:
+    """The most common last sampled token among completions that ended their turn normally."""
+    last_tokens = Counter(
+        r.response_ids[-1] for r in records if r.response_ids and r.finish_reason in END_OF_TURN_FINISHES
+    )
+    return last_tokens.most_common(1)[0][0] if last_tokens else None
+
+
+def group_chains(
+    records: Sequence[CompletionRecord], require_message_growth: bool = True
+) -> list[list[CompletionRecord]]:
+    """Partition completions (in insertion order) into append-only chains by strict token prefix."""
+    chains: list[list[CompletionRecord]] = []
+    for record in records:
+        best: list[CompletionRecord] | None = None
+        for chain in chains:
+            last = chain[-1]
+            n = len(last.prompt_ids)
+            if len(record.prompt_ids) <= n or record.prompt_ids[:n] != last.prompt_ids:
+                continue
+            if require_message_growth and len(record.request_messages) <= len(last.request_messages):
+                continue
+            if best is None or n >= len(best[-1].prompt_ids):
+                best = chain
+        if best is None:
+            chains.append([record])
+        else:
+            best.append(record)
+    return chains
+
+
+@dataclass
+class _TraceBuilder:
+    """Accumulates one merged trace."""
+
+    first: CompletionRecord
+    split_reason: str | None = None
+    response_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    response_messages: list[dict[str, Any]] = field(default_factory=list)
+    records: list[CompletionRecord] = field(default_factory=list)
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    drift: list[dict[str, Any]] = field(default_factory=list)
+    logprobs_available: bool = True
+
+    def __post_init__(self) -> None:
+        self.add_sampled(self.first)
+
+    def add_sampled(self, record: CompletionRecord) -> None:
+        n = len(record.response_ids)
+        lps = record.response_logprobs
+        if lps is None or len(lps) != n:
+            self.logprobs_available = False
+            lps = [0.0] * n
+        start = len(self.response_ids)
+        self.segments.append({"completion_id": record.completion_id, "start": start, "length": n})
+        self.response_ids.extend(record.response_ids)
+        self.loss_mask.extend([1] * n)
+        self.logprobs.extend(lps)
+        if record.response_message:
+            self.response_messages.append(record.response_message)
+        self.records.append(record)
+
+    def add_interstitial(self, tokens: list[int], messages: list[dict[str, Any]]) -> None:
+        self.response_ids.extend(tokens)
+        self.loss_mask.extend([0] * len(tokens))
+        self.logprobs.extend([0.0] * len(tokens))
+        self.response_messages.extend(messages)
+
+    def finish(self, chain_index: int, metadata: dict[str, Any]) -> Trace:
+        last = self.records[-1]
+        backends = list(dict.fromkeys(r.backend for r in self.records if r.backend))
+        return Trace(
+            prompt_ids=list(self.first.prompt_ids),
+            response_ids=self.response_ids,
+            loss_mask=self.loss_mask,
+            response_logprobs=self.logprobs,
+            prompt_messages=self.first.request_messages,
+            response_messages=self.response_messages,
+            tools=self.first.tools,
+            finish_reason=last.finish_reason,
+            reward=last.reward,
+            metadata={
+                **metadata,
+                "builder": "prefix_merging",
+                "session_id": self.first.session_id,
+                "chain": chain_index,
+                "completion_ids": [r.completion_id for r in self.records],
+                "backend": backends[0] if len(backends) == 1 else backends,
+                "segments": self.segments,
+                "split_reason": self.split_reason,
+                "retokenization_drift": bool(self.drift),
+                "drift": self.drift,
+                "logprobs_available": self.logprobs_available,
+            },
+        )
+
+
+def _merge_chain(
+    chain: list[CompletionRecord], eot: int | None, on_drift: DriftPolicy
+) -> list[_TraceBuilder]:
+    current = _TraceBuilder(chain[0])
+    out = [current]
+    for prev, nxt in pairwise(chain):
+        tail = nxt.prompt_ids[len(prev.prompt_ids) :]
+        cut = tail.index(eot) if eot is not None and eot in tail else None
+        if cut is None:
+            reason = "no_end_of_turn" if eot is not None else "end_of_turn_unknown"
+            current = _TraceBuilder(nxt, split_reason=reason)
+            out.append(current)
+            continue
+        ends_with_eot = bool(prev.response_ids) and prev.response_ids[-1] == eot
+        sampled_body = prev.response_ids[:-1] if ends_with_eot else prev.response_ids
+        rendered = tail[:cut]
+        if rendered != sampled_body:
+            mismatch = next(
+                (i for i, (a, b) in enumerate(zip(rendered, sampled_body, strict=False)) if a != b),
+                min(len(rendered), len(sampled_body)),
+            )
+            if on_drift == "split":
+                current = _TraceBuilder(nxt, split_reason="retokenization_drift")
+                out.append(current)
+                continue
+            current.drift.append(
+                {
+                    "completion_id": prev.completion_id,
+                    "sampled_len": len(sampled_body),
+                    "rendered_len": len(rendered),
+                    "first_mismatch": mismatch,
+                }
+            )
+        interstitial = tail[cut + 1 :] if ends_with_eot else tail[cut:]
+        new_messages = nxt.request_messages[len(prev.request_messages) + 1 :]
+        current.add_interstitial(interstitial, new_messages)
+        current.add_sampled(nxt)
+    return out
+
+
+def build_prefix_merging(
+    records: Sequence[CompletionRecord],
+    metadata: dict[str, Any] | None = None,
+    eot_token_id: int | None = None,
+    on_drift: DriftPolicy = "flag",
+    require_message_growth: bool = True,
+) -> list[Trace]:
+    usable = [r for r in records if r.has_tokens]
+    eot = eot_token_id if eot_token_id is not None else detect_end_of_turn(usable)
+    traces: list[Trace] = []
+    for chain_index, chain in enumerate(group_chains(usable, require_message_growth)):
+        for builder in _merge_chain(chain, eot, on_drift):
+            traces.append(builder.finish(chain_index, {**(metadata or {}), "end_of_turn_token": eot}))
+    return traces

@@ -1,0 +1,357 @@
+"""The gateway ASGI router: provider-shaped model endpoints per session, and the session API.
+
+`router` carries its `/gateway` prefix: the API includes it as is; `create_gateway_app()` serves it alone
+(`farm gateway`). Without an installed runtime (`gateway_lifespan`) one is created from settings on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
+
+from farm.api.security import require_token
+from farm.builders import CompletionRecord, CompletionTimings, build_traces, builder_names
+from farm.gateway.backends import BackendSource
+from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.normalized import ChatRequest
+from farm.gateway.providers import (
+    ANTHROPIC,
+    GOOGLE,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    PROVIDERS,
+    RequestError,
+    detect_provider,
+)
+from farm.gateway.providers.google_genai import stream_chunks
+from farm.gateway.runtime import GatewayRuntime, gateway_lifespan, get_runtime
+from farm.gateway.sessions import NoCompletion, SessionInfo, SessionNotFound
+from farm.models import Trace
+
+# Session metadata keys that steer the gateway rather than describe the rollout.
+_CONTROL_KEYS = ("model", "sampling_params")
+
+
+router = APIRouter(prefix="/gateway")
+management = [Depends(require_token)]
+
+
+class CreateSessionRequest(BaseModel):
+    task_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Copied onto traces. `model` pins the served model, `sampling_params` override the harness's."""
+
+
+class CreateSessionResponse(BaseModel):
+    session_id: str
+    base_url: str
+
+
+class RewardRequest(BaseModel):
+    reward: float
+    completion_id: str | None = None
+
+
+class ExportRequest(BaseModel):
+    builder: str = "per_request"
+    discount: float | None = Field(None, ge=0.0, le=1.0)
+    style: Literal["individual", "concat"] | None = None
+    """AReaL name for the builder (`individual` = per_request, `concat` = prefix_merging); wins if given."""
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExportResponse(BaseModel):
+    traces: list[Trace]
+
+
+async def _session(runtime: GatewayRuntime, session_id: str) -> SessionInfo:
+    try:
+        return await runtime.store.get(session_id)
+    except SessionNotFound:
+        raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
+
+
+@router.post("/sessions", dependencies=management)
+async def create_session(
+    body: CreateSessionRequest, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+) -> CreateSessionResponse:
+    info = await runtime.store.create(task_id=body.task_id, metadata=body.metadata)
+    return CreateSessionResponse(
+        session_id=info.session_id, base_url=f"{str(request.url).rstrip('/')}/{info.session_id}"
+    )
+
+
+@router.get("/sessions/{session_id}", dependencies=management)
+async def get_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, Any]:
+    info = await _session(runtime, session_id)
+    return {**info.model_dump(), "completion_count": await runtime.store.completion_count(session_id)}
+
+
+@router.post("/sessions/{session_id}/reward", dependencies=management)
+async def set_reward(
+    session_id: str, body: RewardRequest, runtime: GatewayRuntime = Depends(get_runtime)
+) -> dict[str, Any]:
+    await _session(runtime, session_id)
+    completion_id = body.completion_id
+    if completion_id:  # accept the id as a provider showed it (msg_..., resp_...)
+        for prefix in ("msg_", "resp_"):
+            completion_id = completion_id.removeprefix(prefix)
+    try:
+        rewarded = await runtime.store.set_reward(session_id, body.reward, completion_id)
+    except NoCompletion as exc:
+        raise HTTPException(status_code=404 if body.completion_id else 409, detail=str(exc)) from None
+    return {"ok": True, "completion_id": rewarded}
+
+
+@router.post("/sessions/{session_id}/end", dependencies=management)
+async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, int]:
+    try:
+        count = await runtime.store.end(session_id)
+    except SessionNotFound:
+        raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
+    await runtime.backends.release(session_id)
+    return {"completion_count": count}
+
+
+@router.get("/sessions/{session_id}/completions", dependencies=management)
+async def list_completions(
+    session_id: str, runtime: GatewayRuntime = Depends(get_runtime)
+) -> list[CompletionRecord]:
+    try:
+        return await runtime.store.completions(session_id)
+    except SessionNotFound:
+        raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
+
+
+@router.post("/sessions/{session_id}/export", dependencies=management)
+async def export_session(
+    session_id: str, body: ExportRequest | None = None, runtime: GatewayRuntime = Depends(get_runtime)
+) -> ExportResponse:
+    body = body or ExportRequest()
+    info = await _session(runtime, session_id)
+    records = await runtime.store.completions(session_id)
+    strategy = body.style or body.builder
+    metadata = {k: v for k, v in info.metadata.items() if k not in _CONTROL_KEYS}
+    metadata.update(session_id=session_id, task_id=info.task_id)
+    try:
+        traces = build_traces(strategy, records, discount=body.discount, metadata=metadata, **body.config)
+    except (ValueError, TypeError) as exc:
+        raise HTTPException(
+            status_code=422, detail=f"{exc}; builders: {', '.join(builder_names())}"
+        ) from None
+    return ExportResponse(traces=traces)
+
+
+# ---- model endpoints -------------------------------------------------------------------------------------
+
+
+def _error(provider: str, error: GatewayError) -> JSONResponse:
+    return JSONResponse(PROVIDERS[provider].render_error(error), status_code=error.status)
+
+
+async def _parse(
+    request: Request, runtime: GatewayRuntime, session_id: str, provider: str, model: str | None
+) -> tuple[SessionInfo, ChatRequest]:
+    try:
+        info = await runtime.store.get(session_id)
+    except SessionNotFound:
+        raise GatewayError(
+            ErrorKind.not_found, f"session {session_id!r} was never issued or has expired"
+        ) from None
+    try:
+        body = json.loads(await request.body())
+        if not isinstance(body, dict):
+            raise RequestError("the request body must be a JSON object")
+        return info, PROVIDERS[provider].parse_request(body, model)
+    except (json.JSONDecodeError, RequestError, KeyError, TypeError, AttributeError) as exc:
+        raise GatewayError(ErrorKind.invalid_request, f"cannot read the request: {exc}") from None
+
+
+async def _model_call(
+    request: Request,
+    runtime: GatewayRuntime,
+    session_id: str,
+    provider: str,
+    model: str | None = None,
+    stream: bool | None = None,
+    render_stream: Callable[..., Response] | None = None,
+) -> Response:
+    started_at = time.time()
+    started = time.perf_counter()
+    try:
+        info, chat = await _parse(request, runtime, session_id, provider, model)
+        if stream is not None:
+            chat.stream = stream
+        if info.state == "ended":
+            raise GatewayError(ErrorKind.conflict, f"session {session_id!r} has ended")
+        completion_id = f"cmpl-{secrets.token_hex(12)}"
+        result = await runtime.forwarder.complete(info, chat, completion_id)
+        reply = result.reply
+        record = CompletionRecord(
+            completion_id=completion_id,
+            session_id=session_id,
+            provider=provider,
+            model=chat.model,
+            request_messages=chat.messages,
+            tools=chat.tools,
+            prompt_ids=reply.prompt_ids,
+            response_ids=reply.response_ids,
+            response_logprobs=reply.response_logprobs,
+            finish_reason=reply.completion.finish_reason,
+            response_message=reply.completion.assistant_message(),
+            backend=result.backend,
+            timings=CompletionTimings(
+                started_at=started_at, upstream_s=result.upstream_s, total_s=time.perf_counter() - started
+            ),
+            usage={
+                "prompt_tokens": reply.completion.usage.prompt_tokens,
+                "completion_tokens": reply.completion.usage.completion_tokens,
+            },
+            metadata={
+                "served_model": reply.served_model,
+                "attempts": result.attempts,
+                "stream": chat.stream,
+                "capture_problem": reply.capture_problem,
+            },
+        )
+        try:
+            await runtime.store.append_completion(record)
+        except SessionNotFound:
+            raise GatewayError(
+                ErrorKind.not_found, f"session {session_id!r} expired during the call"
+            ) from None
+    except GatewayError as error:
+        return _error(provider, error)
+    translator = PROVIDERS[provider]
+    if chat.stream:
+        if render_stream is not None:
+            return render_stream(reply.completion, chat)
+        frames = translator.render_stream(reply.completion, chat)
+        return StreamingResponse(
+            iter(frames), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+        )
+    return JSONResponse(translator.render_response(reply.completion, chat))
+
+
+@router.post("/sessions/{session_id}/v1/chat/completions")
+async def openai_chat_completions(
+    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+) -> Response:
+    return await _model_call(request, runtime, session_id, OPENAI_CHAT)
+
+
+@router.post("/sessions/{session_id}/v1/responses")
+async def openai_responses(
+    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+) -> Response:
+    return await _model_call(request, runtime, session_id, OPENAI_RESPONSES)
+
+
+@router.post("/sessions/{session_id}/v1/messages")
+async def anthropic_messages(
+    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+) -> Response:
+    return await _model_call(request, runtime, session_id, ANTHROPIC)
+
+
+async def _count_tokens(
+    request: Request, runtime: GatewayRuntime, session_id: str, provider: str, model: str | None
+):
+    try:
+        info, chat = await _parse(request, runtime, session_id, provider, model)
+        count, exact = await runtime.forwarder.count_tokens(info, chat)
+    except GatewayError as error:
+        return _error(provider, error)
+    payload = {"input_tokens": count} if provider == ANTHROPIC else {"totalTokens": count}
+    return JSONResponse(payload, headers={"x-farm-token-count": "exact" if exact else "estimate"})
+
+
+@router.post("/sessions/{session_id}/v1/messages/count_tokens")
+async def anthropic_count_tokens(
+    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+) -> Response:
+    return await _count_tokens(request, runtime, session_id, ANTHROPIC, None)
+
+
+def _google_stream(alt_sse: bool) -> Callable[..., Response]:
+    def render(completion: Any, chat: ChatRequest) -> Response:
+        if alt_sse:
+            frames = PROVIDERS[GOOGLE].render_stream(completion, chat)
+            return StreamingResponse(iter(frames), media_type="text/event-stream")
+        return JSONResponse(stream_chunks(completion, chat))  # without alt=sse: one JSON array
+
+    return render
+
+
+@router.post("/sessions/{session_id}/v1beta/models/{model_action}")
+async def google_generate(
+    session_id: str, model_action: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+) -> Response:
+    model, _, action = model_action.rpartition(":")
+    if action == "generateContent":
+        return await _model_call(request, runtime, session_id, GOOGLE, model, stream=False)
+    if action == "streamGenerateContent":
+        alt_sse = request.query_params.get("alt") == "sse"
+        return await _model_call(
+            request, runtime, session_id, GOOGLE, model, stream=True, render_stream=_google_stream(alt_sse)
+        )
+    if action == "countTokens":
+        return await _count_tokens(request, runtime, session_id, GOOGLE, model)
+    return _error(GOOGLE, GatewayError(ErrorKind.not_found, f"unknown method {action!r}"))
+
+
+@router.get("/sessions/{session_id}/v1/models")
+async def list_models(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> Response:
+    try:
+        info = await runtime.store.get(session_id)
+    except SessionNotFound:
+        return _error(
+            OPENAI_CHAT, GatewayError(ErrorKind.not_found, f"session {session_id!r} was never issued")
+        )
+    name = str(info.metadata.get("model") or "default")
+    return JSONResponse(
+        {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "rollout-farm"}]}
+    )
+
+
+@router.post("/sessions/{session_id}/{rest:path}")
+async def detected_provider_call(
+    session_id: str, rest: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+) -> Response:
+    """Paths that differ from the canonical ones (no `/v1`, doubled `/v1/v1`): detect the provider."""
+    try:
+        body = json.loads(await request.body() or b"null")
+    except json.JSONDecodeError:
+        body = None
+    provider = detect_provider("/" + rest, request.headers, body)
+    return await _model_call(request, runtime, session_id, provider)
+
+
+def create_gateway_app(
+    redis_url: str | None = None, backends: BackendSource | None = None, upstream_timeout_s: float = 600.0
+) -> FastAPI:
+    """The gateway alone: `/gateway/...` plus `/healthz`. Without `backends`, the farm's Redis pool."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
+        runtime = GatewayRuntime.create(redis_url, backends, upstream_timeout_s=upstream_timeout_s)
+        async with gateway_lifespan(app, runtime):
+            yield
+
+    app = FastAPI(title="rollout-farm model gateway", lifespan=lifespan)
+    app.include_router(router)
+
+    @app.get("/healthz")
+    async def healthz(request: Request) -> dict[str, bool]:
+        await request.app.state.gateway.redis.ping()
+        return {"ok": True}
+
+    return app

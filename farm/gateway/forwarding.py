@@ -1,0 +1,141 @@
+"""Send a normalised request to a pool backend (sticky per session), failing over on infrastructure errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from farm.gateway.backends import BackendSource
+from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.normalized import ChatRequest
+from farm.gateway.sessions import SessionInfo
+from farm.gateway.upstream import UpstreamReply, client_error, error_message, parse_chat_reply
+
+# Transport failures after which another backend is tried (the request never produced a completion).
+_RETRYABLE = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+
+
+@dataclass
+class ForwardResult:
+    reply: UpstreamReply
+    backend: str
+    upstream_s: float
+    attempts: int
+
+
+class Forwarder:
+    def __init__(self, backends: BackendSource, http: httpx.AsyncClient, max_attempts: int = 3) -> None:
+        self.backends = backends
+        self.http = http
+        self.max_attempts = max_attempts
+        self._served: dict[str, str] = {}
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    async def served_model(self, address: str) -> str | None:
+        """The backend's first served model (cached): harnesses send their own names (claude-*, gpt-*)."""
+        if address not in self._served:
+            try:
+                response = await self.http.get(f"{address}/models", timeout=10.0)
+                models = response.json().get("data") or []
+                if response.status_code == 200 and models:
+                    self._served[address] = str(models[0]["id"])
+            except (httpx.HTTPError, ValueError, KeyError, AttributeError):
+                return None
+        return self._served.get(address)
+
+    async def _model_for(self, session: SessionInfo, request: ChatRequest, address: str) -> str:
+        pinned = session.metadata.get("model")
+        if pinned:
+            return str(pinned)
+        return await self.served_model(address) or request.model
+
+    def upstream_body(self, session: SessionInfo, request: ChatRequest, model: str) -> dict[str, Any]:
+        body = request.upstream_body(model)
+        # The trainer's sampling parameters win over the harness's (policy sampling must be controlled).
+        overrides = session.metadata.get("sampling_params") or {}
+        body.update({k: v for k, v in overrides.items() if v is not None})
+        return body
+
+    async def complete(self, session: SessionInfo, request: ChatRequest, completion_id: str) -> ForwardResult:
+        last_problem = "no attempt made"
+        upstream_s = 0.0
+        for attempt in range(1, self.max_attempts + 1):
+            backend = await self.backends.acquire(session.session_id)
+            if backend is None:
+                raise GatewayError(ErrorKind.unavailable, "no healthy inference backend is registered")
+            address = backend.address.rstrip("/")
+            body = self.upstream_body(session, request, await self._model_for(session, request, address))
+            # In-flight bookkeeping overlaps the call instead of adding Redis round trips to it.
+            call_started = asyncio.ensure_future(self.backends.call_started(address))
+            started = time.perf_counter()
+            try:
+                response = await self.http.post(f"{address}/chat/completions", json=body)
+            except _RETRYABLE as exc:
+                last_problem = f"{address}: {type(exc).__name__}: {exc}"
+                await self._fail_over(session, address)
+                continue
+            except httpx.TimeoutException as exc:
+                raise GatewayError(ErrorKind.timeout, f"backend {address} timed out: {exc}") from exc
+            finally:
+                upstream_s += time.perf_counter() - started
+                await call_started
+                self._in_background(self.backends.call_finished(address))
+            if response.status_code >= 500:
+                last_problem = f"{address}: HTTP {response.status_code}: {response.text[:500]}"
+                await self._fail_over(session, address)
+                continue
+            try:
+                data = response.json()
+            except json.JSONDecodeError:
+                raise GatewayError(ErrorKind.upstream, f"backend {address} sent a non-JSON reply") from None
+            if response.status_code >= 400:
+                raise client_error(response.status_code, error_message(data, response.text[:500]))
+            reply = parse_chat_reply(data, completion_id)
+            return ForwardResult(reply=reply, backend=address, upstream_s=upstream_s, attempts=attempt)
+        raise GatewayError(
+            ErrorKind.upstream, f"all {self.max_attempts} attempts failed; last: {last_problem}"
+        )
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _fail_over(self, session: SessionInfo, address: str) -> None:
+        await self.backends.mark_unhealthy(address)
+        await self.backends.release(session.session_id)
+
+    async def count_tokens(self, session: SessionInfo, request: ChatRequest) -> tuple[int, bool]:
+        """(prompt tokens, exact) via the backend's /tokenize (vLLM), else a bytes/4 estimate."""
+        backend = await self.backends.acquire(session.session_id)
+        if backend is not None:
+            address = backend.address.rstrip("/")
+            root = address[: -len("/v1")] if address.endswith("/v1") else address
+            body: dict[str, Any] = {
+                "model": await self._model_for(session, request, address),
+                "messages": request.messages,
+                "add_generation_prompt": True,
+            }
+            if request.tools:
+                body["tools"] = request.tools
+            for url in (f"{root}/tokenize", f"{address}/tokenize"):
+                try:
+                    response = await self.http.post(url, json=body, timeout=30.0)
+                    if response.status_code == 200 and "count" in response.json():
+                        return int(response.json()["count"]), True
+                except (httpx.HTTPError, ValueError):
+                    continue
+        size = len(json.dumps([request.messages, request.tools], ensure_ascii=False).encode())
+        return max(1, size // 4), False

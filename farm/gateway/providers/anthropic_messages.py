@@ -1,0 +1,275 @@
+"""Anthropic Messages: content blocks <-> chat messages, `stop_reason`, and the message_* SSE sequence."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.normalized import ChatCompletion, ChatRequest, text_chunks
+from farm.gateway.providers.base import RequestError
+from farm.gateway.sse import sse_event
+
+
+def _text_of(content: Any) -> str:
+    """Join the text of a string or a list of blocks (images and documents carry no text)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
+    source = block.get("source") or {}
+    if source.get("type") == "base64":
+        url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+    elif source.get("type") == "url":
+        url = source.get("url", "")
+    else:
+        return None
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _user_messages(content: Any) -> list[dict[str, Any]]:
+    """tool_result blocks become consecutive `tool` messages first, then one user message for the rest."""
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
+    tool_messages: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for block in content or []:
+        kind = block.get("type")
+        if kind == "tool_result":
+            tool_messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": block.get("tool_use_id", ""),
+                    "content": _text_of(block.get("content")),
+                }
+            )
+        elif kind == "text":
+            parts.append({"type": "text", "text": block.get("text", "")})
+        elif kind == "image":
+            image = _image_part(block)
+            if image:
+                parts.append(image)
+        elif kind == "document":
+            source = block.get("source") or {}
+            if source.get("type") == "text":
+                parts.append({"type": "text", "text": source.get("data", "")})
+    out = tool_messages
+    if parts:
+        only_text = all(p["type"] == "text" for p in parts)
+        text = "\n".join(p["text"] for p in parts) if only_text else None
+        out.append({"role": "user", "content": text if only_text else parts})
+    return out
+
+
+def _assistant_message(content: Any) -> dict[str, Any]:
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in content or []:
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "thinking":
+            thinking.append(block.get("thinking", ""))
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            calls.append(
+                {
+                    "id": block.get("id", ""),
+                    "type": "function",
+                    "function": {"name": block.get("name", ""), "arguments": arguments},
+                }
+            )
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    if thinking:
+        message["reasoning"] = "\n".join(thinking)
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _tool_choice(choice: dict[str, Any] | None) -> tuple[str | dict[str, Any] | None, bool | None]:
+    if not choice:
+        return None, None
+    parallel = False if choice.get("disable_parallel_tool_use") else None
+    kind = choice.get("type")
+    if kind == "any":
+        return "required", parallel
+    if kind == "tool":
+        return {"type": "function", "function": {"name": choice.get("name", "")}}, parallel
+    if kind in ("auto", "none"):
+        return kind, parallel
+    raise RequestError(f"unsupported tool_choice type {kind!r}")
+
+
+def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest:
+    raw_messages = body.get("messages")
+    if not isinstance(raw_messages, list):
+        raise RequestError("`messages` must be a list")
+    messages: list[dict[str, Any]] = []
+    system = _text_of(body.get("system"))
+    if system:
+        messages.append({"role": "system", "content": system})
+    for message in raw_messages:
+        role = message.get("role")
+        if role == "user":
+            messages.extend(_user_messages(message.get("content")))
+        elif role == "assistant":
+            messages.append(_assistant_message(message.get("content")))
+        else:
+            raise RequestError(f"unsupported message role {role!r}")
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t.get("description", ""),
+                "parameters": t.get("input_schema") or {"type": "object", "properties": {}},
+            },
+        }
+        for t in body.get("tools") or []
+        if t.get("type") in (None, "custom") and "name" in t
+    ]
+    tool_choice, parallel = _tool_choice(body.get("tool_choice"))
+    sampling: dict[str, Any] = {}
+    for ours, theirs in (("max_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p")):
+        if body.get(theirs) is not None:
+            sampling[ours] = body[theirs]
+    if body.get("top_k") is not None:
+        sampling["top_k"] = body["top_k"]
+    if body.get("stop_sequences"):
+        sampling["stop"] = list(body["stop_sequences"])
+    template: dict[str, Any] = {}
+    thinking = body.get("thinking") or {}
+    if thinking.get("type") in ("enabled", "adaptive"):
+        template["enable_thinking"] = True
+    elif thinking.get("type") == "disabled":
+        template["enable_thinking"] = False
+    return ChatRequest(
+        model=str(body.get("model") or model or ""),
+        messages=messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel,
+        sampling=sampling,
+        chat_template_kwargs=template,
+        stream=bool(body.get("stream")),
+    )
+
+
+def stop_reason(completion: ChatCompletion) -> str:
+    # Any tool_use block means the turn stopped for tool use, whatever the backend reported.
+    if completion.tool_calls:
+        return "tool_use"
+    if completion.finish_reason == "length":
+        return "max_tokens"
+    if completion.finish_reason == "content_filter":
+        return "refusal"
+    return "stop_sequence" if completion.stop_sequence else "end_turn"
+
+
+def _blocks(completion: ChatCompletion) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if completion.reasoning:
+        blocks.append({"type": "thinking", "thinking": completion.reasoning, "signature": ""})
+    if completion.content:
+        blocks.append({"type": "text", "text": completion.content})
+    for call in completion.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.parsed_arguments()}
+        )
+    return blocks
+
+
+def _usage(completion: ChatCompletion, output_tokens: int) -> dict[str, Any]:
+    usage = completion.usage
+    return {
+        "input_tokens": usage.prompt_tokens - usage.cached_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": usage.cached_tokens,
+    }
+
+
+def _message_id(completion: ChatCompletion) -> str:
+    return completion.id if completion.id.startswith("msg_") else f"msg_{completion.id}"
+
+
+def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[str, Any]:
+    return {
+        "id": _message_id(completion),
+        "type": "message",
+        "role": "assistant",
+        "model": request.model or completion.model,
+        "content": _blocks(completion),
+        "stop_reason": stop_reason(completion),
+        "stop_sequence": completion.stop_sequence,
+        "usage": _usage(completion, completion.usage.completion_tokens),
+    }
+
+
+def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
+    start = render_response(completion, request)
+    start.update(content=[], stop_reason=None, stop_sequence=None, usage=_usage(completion, 1))
+    frames = [sse_event("message_start", {"type": "message_start", "message": start})]
+    frames.append(sse_event("ping", {"type": "ping"}))
+    for index, block in enumerate(_blocks(completion)):
+        kind = block["type"]
+        if kind == "thinking":
+            opening: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in text_chunks(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": ""})
+        elif kind == "text":
+            opening = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in text_chunks(block["text"])]
+        else:
+            opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            arguments = json.dumps(block["input"], ensure_ascii=False)
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in text_chunks(arguments, 256)]
+        frames.append(
+            sse_event(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opening},
+            )
+        )
+        for delta in deltas:
+            frames.append(
+                sse_event(
+                    "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+                )
+            )
+        frames.append(sse_event("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta = {"stop_reason": stop_reason(completion), "stop_sequence": completion.stop_sequence}
+    usage = _usage(completion, completion.usage.completion_tokens)
+    frames.append(sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+    frames.append(sse_event("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+_TYPES = {
+    ErrorKind.invalid_request: "invalid_request_error",
+    ErrorKind.context_overflow: "invalid_request_error",
+    ErrorKind.not_found: "not_found_error",
+    ErrorKind.conflict: "invalid_request_error",
+    ErrorKind.unauthorized: "authentication_error",
+    ErrorKind.upstream: "api_error",
+    ErrorKind.unavailable: "overloaded_error",
+    ErrorKind.timeout: "timeout_error",
+}
+
+
+def render_error(error: GatewayError) -> dict[str, Any]:
+    message = error.message
+    if error.kind is ErrorKind.context_overflow:
+        # Claude Code recognises this wording and compacts its context.
+        if error.prompt_tokens and error.max_tokens:
+            message = f"prompt is too long: {error.prompt_tokens} tokens > {error.max_tokens} maximum"
+        else:
+            message = f"prompt is too long: {error.message}"
+    return {"type": "error", "error": {"type": _TYPES[error.kind], "message": message}}

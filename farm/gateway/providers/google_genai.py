@@ -1,0 +1,255 @@
+"""Google generateContent: contents/parts <-> chat messages; candidates; the alt=sse chunk stream."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any
+
+from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.normalized import ChatCompletion, ChatRequest, text_chunks
+from farm.gateway.providers.base import RequestError
+from farm.gateway.sse import sse_data
+
+
+def _lower_schema(schema: Any) -> Any:
+    """Google schemas spell types in capitals ("OBJECT"); JSON Schema wants lower case."""
+    if isinstance(schema, dict):
+        out = {k: _lower_schema(v) for k, v in schema.items()}
+        if isinstance(out.get("type"), str):
+            out["type"] = out["type"].lower()
+        return out
+    if isinstance(schema, list):
+        return [_lower_schema(v) for v in schema]
+    return schema
+
+
+def _synthetic_id(n: int) -> str:
+    return f"call_{n}"
+
+
+class _Conversation:
+    """Maps contents to chat messages; calls without ids get ids by order, answered by name in order."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.calls = 0
+        self.pending: deque[tuple[str, str]] = deque()
+
+    def model_turn(self, parts: list[dict[str, Any]]) -> None:
+        texts: list[str] = []
+        thoughts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        self.pending.clear()
+        for part in parts:
+            if "functionCall" in part:
+                call = part["functionCall"]
+                call_id = call.get("id") or _synthetic_id(self.calls)
+                self.calls += 1
+                self.pending.append((call_id, call.get("name", "")))
+                arguments = json.dumps(call.get("args") or {}, ensure_ascii=False)
+                calls.append(
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": call.get("name", ""), "arguments": arguments},
+                    }
+                )
+            elif "text" in part:
+                (thoughts if part.get("thought") else texts).append(part["text"])
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(texts) if texts or not calls else None,
+        }
+        if thoughts:
+            message["reasoning"] = "".join(thoughts)
+        if calls:
+            message["tool_calls"] = calls
+        self.messages.append(message)
+
+    def _answer_id(self, response: dict[str, Any]) -> str:
+        if response.get("id"):
+            self.pending = deque(p for p in self.pending if p[0] != response["id"])
+            return str(response["id"])
+        name = response.get("name", "")
+        for i, (call_id, call_name) in enumerate(self.pending):
+            if call_name == name:
+                del self.pending[i]
+                return call_id
+        call_id = _synthetic_id(self.calls)
+        self.calls += 1
+        return call_id
+
+    def user_turn(self, parts: list[dict[str, Any]]) -> None:
+        texts: list[dict[str, Any]] = []
+        for part in parts:
+            if "functionResponse" in part:
+                response = part["functionResponse"]
+                payload = response.get("response")
+                content = json.dumps(payload, ensure_ascii=False) if not isinstance(payload, str) else payload
+                self.messages.append(
+                    {"role": "tool", "tool_call_id": self._answer_id(response), "content": content}
+                )
+            elif "text" in part:
+                texts.append({"type": "text", "text": part["text"]})
+            elif "inlineData" in part:
+                data = part["inlineData"]
+                url = f"data:{data.get('mimeType', 'application/octet-stream')};base64,{data.get('data', '')}"
+                texts.append({"type": "image_url", "image_url": {"url": url}})
+        if texts:
+            if all(t["type"] == "text" for t in texts):
+                self.messages.append({"role": "user", "content": "".join(t["text"] for t in texts)})
+            else:
+                self.messages.append({"role": "user", "content": texts})
+
+
+def _tool_choice(config: dict[str, Any]) -> str | dict[str, Any] | None:
+    calling = config.get("functionCallingConfig") or {}
+    mode = (calling.get("mode") or "").upper()
+    allowed = calling.get("allowedFunctionNames") or []
+    if mode == "ANY" and len(allowed) == 1:
+        return {"type": "function", "function": {"name": allowed[0]}}
+    return {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}.get(mode)
+
+
+def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest:
+    contents = body.get("contents")
+    if not isinstance(contents, list):
+        raise RequestError("`contents` must be a list")
+    conversation = _Conversation()
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    if system:
+        text = "".join(p.get("text", "") for p in system.get("parts") or [])
+        if text:
+            conversation.messages.append({"role": "system", "content": text})
+    for content in contents:
+        role = content.get("role", "user")
+        parts = content.get("parts") or []
+        if role == "model":
+            conversation.model_turn(parts)
+        elif role in ("user", "function", "tool"):
+            conversation.user_turn(parts)
+        else:
+            raise RequestError(f"unsupported content role {role!r}")
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": declaration["name"],
+                "description": declaration.get("description", ""),
+                "parameters": _lower_schema(
+                    declaration.get("parametersJsonSchema")
+                    or declaration.get("parameters")
+                    or {"type": "object", "properties": {}}
+                ),
+            },
+        }
+        for tool in body.get("tools") or []
+        for declaration in tool.get("functionDeclarations") or tool.get("function_declarations") or []
+    ]
+    config = body.get("generationConfig") or {}
+    if int(config.get("candidateCount") or 1) != 1:
+        raise RequestError("only candidateCount=1 is supported")
+    sampling: dict[str, Any] = {}
+    for ours, theirs in (
+        ("temperature", "temperature"),
+        ("top_p", "topP"),
+        ("top_k", "topK"),
+        ("max_tokens", "maxOutputTokens"),
+        ("seed", "seed"),
+        ("presence_penalty", "presencePenalty"),
+        ("frequency_penalty", "frequencyPenalty"),
+    ):
+        if config.get(theirs) is not None:
+            sampling[ours] = config[theirs]
+    if config.get("stopSequences"):
+        sampling["stop"] = list(config["stopSequences"])
+    template: dict[str, Any] = {}
+    thinking = config.get("thinkingConfig") or {}
+    if thinking.get("thinkingBudget") == 0:
+        template["enable_thinking"] = False
+    elif thinking.get("includeThoughts") or thinking.get("thinkingBudget"):
+        template["enable_thinking"] = True
+    return ChatRequest(
+        model=model or "",
+        messages=conversation.messages,
+        tools=tools,
+        tool_choice=_tool_choice(body.get("toolConfig") or {}),
+        sampling=sampling,
+        chat_template_kwargs=template,
+    )
+
+
+_FINISH = {"stop": "STOP", "tool_calls": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}
+
+
+def _parts(completion: ChatCompletion) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if completion.reasoning:
+        parts.append({"text": completion.reasoning, "thought": True})
+    if completion.content:
+        parts.append({"text": completion.content})
+    for call in completion.tool_calls:
+        parts.append({"functionCall": {"id": call.id, "name": call.name, "args": call.parsed_arguments()}})
+    return parts
+
+
+def _envelope(
+    completion: ChatCompletion, request: ChatRequest, parts: list[dict[str, Any]], final: bool
+) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    out: dict[str, Any] = {"candidates": [candidate], "modelVersion": request.model or completion.model}
+    out["responseId"] = completion.id
+    if final:
+        candidate["finishReason"] = _FINISH[completion.finish_reason]
+        usage = completion.usage
+        out["usageMetadata"] = {
+            "promptTokenCount": usage.prompt_tokens,
+            "candidatesTokenCount": usage.completion_tokens,
+            "totalTokenCount": usage.total_tokens,
+            "cachedContentTokenCount": usage.cached_tokens,
+        }
+    return out
+
+
+def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[str, Any]:
+    return _envelope(completion, request, _parts(completion), final=True)
+
+
+def stream_chunks(completion: ChatCompletion, request: ChatRequest) -> list[dict[str, Any]]:
+    """Partial GenerateContentResponses: text and thoughts in pieces, each call whole, finish on the last."""
+    pieces: list[dict[str, Any]] = []
+    for part in _parts(completion):
+        if "text" in part:
+            pieces += [{**part, "text": t} for t in text_chunks(part["text"])]
+        else:
+            pieces.append(part)
+    if not pieces:
+        return [_envelope(completion, request, [], final=True)]
+    return [_envelope(completion, request, [p], final=i == len(pieces) - 1) for i, p in enumerate(pieces)]
+
+
+def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
+    return [sse_data(chunk) for chunk in stream_chunks(completion, request)]
+
+
+_STATUS = {
+    ErrorKind.invalid_request: "INVALID_ARGUMENT",
+    ErrorKind.context_overflow: "INVALID_ARGUMENT",
+    ErrorKind.not_found: "NOT_FOUND",
+    ErrorKind.conflict: "FAILED_PRECONDITION",
+    ErrorKind.unauthorized: "UNAUTHENTICATED",
+    ErrorKind.upstream: "INTERNAL",
+    ErrorKind.unavailable: "UNAVAILABLE",
+    ErrorKind.timeout: "DEADLINE_EXCEEDED",
+}
+
+
+def render_error(error: GatewayError) -> dict[str, Any]:
+    message = error.message
+    if error.kind is ErrorKind.context_overflow and error.prompt_tokens and error.max_tokens:
+        message = (
+            f"The input token count ({error.prompt_tokens}) exceeds the maximum number of tokens allowed "
+            f"({error.max_tokens})."
+        )
+    return {"error": {"code": error.status, "message": message, "status": _STATUS[error.kind]}}

@@ -1,0 +1,138 @@
+"""OpenAI Chat Completions: the normalised form itself, so translation is mostly validation and cleanup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.normalized import SAMPLING_KEYS, ChatCompletion, ChatRequest, text_chunks
+from farm.gateway.providers.base import RequestError
+from farm.gateway.sse import sse_data
+
+_ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
+
+
+def _normalise_message(message: dict[str, Any]) -> dict[str, Any]:
+    role = message.get("role")
+    if role not in _ROLES:
+        raise RequestError(f"unsupported message role {role!r}")
+    out = {k: v for k, v in message.items() if v is not None or k == "content"}
+    if role == "developer":
+        out["role"] = "system"
+    if role == "assistant" and "reasoning_content" in out:
+        out.setdefault("reasoning", out.pop("reasoning_content"))
+    return out
+
+
+def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("`messages` must be a non-empty list")
+    if int(body.get("n") or 1) != 1:
+        raise RequestError("only n=1 is supported")
+    sampling = {k: body[k] for k in SAMPLING_KEYS if body.get(k) is not None}
+    if body.get("max_completion_tokens") is not None:
+        sampling["max_tokens"] = body["max_completion_tokens"]
+    if isinstance(sampling.get("stop"), str):
+        sampling["stop"] = [sampling["stop"]]
+    tools = [t for t in body.get("tools") or [] if t.get("type", "function") == "function"]
+    stream_options = body.get("stream_options") or {}
+    return ChatRequest(
+        model=str(body.get("model") or model or ""),
+        messages=[_normalise_message(m) for m in messages],
+        tools=tools,
+        tool_choice=body.get("tool_choice"),
+        parallel_tool_calls=body.get("parallel_tool_calls"),
+        sampling=sampling,
+        chat_template_kwargs=dict(body.get("chat_template_kwargs") or {}),
+        stream=bool(body.get("stream")),
+        include_usage=bool(stream_options.get("include_usage")),
+    )
+
+
+def _usage(completion: ChatCompletion) -> dict[str, Any]:
+    usage = completion.usage
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+    }
+
+
+def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": completion.content}
+    if completion.reasoning is not None:
+        message["reasoning_content"] = completion.reasoning
+    if completion.tool_calls:
+        message["tool_calls"] = [c.to_openai() for c in completion.tool_calls]
+    return {
+        "id": completion.id,
+        "object": "chat.completion",
+        "created": completion.created,
+        "model": request.model or completion.model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": completion.finish_reason, "logprobs": None}
+        ],
+        "usage": _usage(completion),
+    }
+
+
+def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
+    head = {
+        "id": completion.id,
+        "object": "chat.completion.chunk",
+        "created": completion.created,
+        "model": request.model or completion.model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return sse_data(
+            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        )
+
+    frames = [chunk({"role": "assistant", "content": ""})]
+    frames += [chunk({"reasoning_content": piece}) for piece in text_chunks(completion.reasoning or "")]
+    frames += [chunk({"content": piece}) for piece in text_chunks(completion.content or "")]
+    for index, call in enumerate(completion.tool_calls):
+        opening = {
+            "index": index,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        frames.append(chunk({"tool_calls": [opening]}))
+        for piece in text_chunks(call.arguments, 256):
+            frames.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    frames.append(chunk({}, completion.finish_reason))
+    if request.include_usage:
+        frames.append(sse_data({**head, "choices": [], "usage": _usage(completion)}))
+    frames.append(sse_data("[DONE]"))
+    return frames
+
+
+_TYPES = {
+    ErrorKind.invalid_request: "invalid_request_error",
+    ErrorKind.context_overflow: "invalid_request_error",
+    ErrorKind.not_found: "not_found_error",
+    ErrorKind.conflict: "invalid_request_error",
+    ErrorKind.unauthorized: "authentication_error",
+    ErrorKind.upstream: "api_error",
+    ErrorKind.unavailable: "api_error",
+    ErrorKind.timeout: "api_error",
+}
+
+
+def render_error(error: GatewayError) -> dict[str, Any]:
+    code: str | None = {
+        ErrorKind.context_overflow: "context_length_exceeded",
+        ErrorKind.not_found: "not_found",
+    }.get(error.kind)
+    return {
+        "error": {
+            "message": error.message,
+            "type": _TYPES[error.kind],
+            "param": "messages" if error.kind is ErrorKind.context_overflow else None,
+            "code": code,
+        }
+    }

@@ -1,0 +1,98 @@
+"""The gateway's long-lived parts: Redis, the session store, the backend source and the HTTP client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+import redis.asyncio as aioredis
+from fastapi import FastAPI, Request
+
+from farm.gateway.backends import BackendSource
+from farm.gateway.forwarding import Forwarder
+from farm.gateway.sessions import SessionStore
+from farm.settings import Settings, get_settings
+
+
+@dataclass
+class GatewayRuntime:
+    redis: aioredis.Redis
+    store: SessionStore
+    backends: BackendSource
+    http: httpx.AsyncClient
+    forwarder: Forwarder
+    owns_redis: bool = True
+
+    @classmethod
+    def create(
+        cls,
+        redis_url: str | None = None,
+        backends: BackendSource | None = None,
+        upstream_timeout_s: float = 600.0,
+        max_attempts: int = 3,
+        redis: aioredis.Redis | None = None,
+        settings: Settings | None = None,
+    ) -> GatewayRuntime:
+        """Pass `redis` (and `backends`) to share the API's connection and pool; they are then not closed."""
+        settings = settings or get_settings()
+        owns_redis = redis is None
+        redis = redis or aioredis.Redis.from_url(redis_url or settings.redis_url)
+        if backends is None:
+            from farm.pool import AsyncBackendPool  # the farm's shared pool, when running inside the API
+
+            backends = AsyncBackendPool(redis)
+        http = httpx.AsyncClient(
+            timeout=httpx.Timeout(upstream_timeout_s, connect=5.0),
+            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),
+        )
+        return cls(
+            redis=redis,
+            store=SessionStore(redis, ttl_s=settings.result_ttl_s),
+            backends=backends,
+            http=http,
+            forwarder=Forwarder(backends, http, max_attempts=max_attempts),
+            owns_redis=owns_redis,
+        )
+
+    async def close(self) -> None:
+        await self.http.aclose()
+        if self.owns_redis:
+            await self.redis.aclose()
+
+
+_lock = asyncio.Lock()
+
+
+async def get_runtime(request: Request) -> GatewayRuntime:
+    """The app's runtime; made on first use when no lifespan installed one.
+
+    Inside the farm API it shares the API's Redis client, settings and backend pool (`app.state.farm`).
+    """
+    runtime: GatewayRuntime | None = getattr(request.app.state, "gateway", None)
+    if runtime is None:
+        async with _lock:
+            runtime = getattr(request.app.state, "gateway", None)
+            if runtime is None:
+                farm = getattr(request.app.state, "farm", None)
+                if farm is not None:
+                    runtime = GatewayRuntime.create(
+                        redis=farm.redis, backends=farm.pool, settings=farm.settings
+                    )
+                else:
+                    runtime = GatewayRuntime.create()
+                request.app.state.gateway = runtime
+    return runtime
+
+
+@asynccontextmanager
+async def gateway_lifespan(app: FastAPI, runtime: GatewayRuntime | None = None) -> AsyncIterator[None]:
+    """Install a runtime on `app.state.gateway` for the app's lifetime (compose into the API's lifespan)."""
+    app.state.gateway = runtime or GatewayRuntime.create()
+    try:
+        yield
+    finally:
+        await app.state.gateway.close()
+        app.state.gateway = None

@@ -1,0 +1,164 @@
+"""Gateway sessions in Redis: metadata and state, an append-only completion log, rewards, one TTL."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any, Literal
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel, Field
+
+from farm.builders.records import CompletionRecord
+
+SessionState = Literal["open", "ended"]
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    task_id: str | None = None
+    state: SessionState = "open"
+    created_at: float
+    ended_at: float | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class SessionNotFound(KeyError):
+    pass
+
+
+class SessionEnded(RuntimeError):
+    pass
+
+
+class NoCompletion(LookupError):
+    """A reward names a completion the session does not have (or the session has none yet)."""
+
+
+class SessionStore:
+    """Keys: `{prefix}:{sid}` (hash), `{prefix}:{sid}:completions` (list), `{prefix}:{sid}:rewards` (hash)."""
+
+    def __init__(
+        self, redis: aioredis.Redis, ttl_s: int = 7 * 24 * 3600, prefix: str = "farm:gateway:session"
+    ):
+        self.redis = redis
+        self.ttl_s = ttl_s
+        self.prefix = prefix
+
+    def _keys(self, sid: str) -> tuple[str, str, str]:
+        base = f"{self.prefix}:{sid}"
+        return base, f"{base}:completions", f"{base}:rewards"
+
+    async def create(
+        self,
+        task_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> SessionInfo:
+        """A new open session. Without `session_id` the id is 32 random url-safe bytes."""
+        info = SessionInfo(
+            session_id=session_id or secrets.token_urlsafe(32),
+            task_id=task_id,
+            created_at=time.time(),
+            metadata=metadata or {},
+        )
+        key = self._keys(info.session_id)[0]
+        fields = {"info": info.model_dump_json(exclude={"state", "ended_at"}), "state": "open"}
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, "info", fields["info"])
+            pipe.hsetnx(key, "state", "open")
+            pipe.expire(key, self.ttl_s)
+            created, _, _ = await pipe.execute()
+        if not created:
+            raise ValueError(f"session {info.session_id!r} already exists")
+        return info
+
+    async def get(self, sid: str) -> SessionInfo:
+        raw = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self._keys(sid)[0])).items()}
+        if "info" not in raw:
+            raise SessionNotFound(sid)
+        info = SessionInfo.model_validate_json(raw["info"])
+        info.state = "ended" if raw.get("state") == "ended" else "open"
+        if "ended_at" in raw:
+            info.ended_at = float(raw["ended_at"])
+        return info
+
+    async def append_completion(self, record: CompletionRecord) -> int:
+        """Append to the log; a call in flight when the session ended is still kept. Returns its index."""
+        key, completions, _ = self._keys(record.session_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(key, "state")
+            pipe.rpush(completions, record.model_dump_json(exclude={"reward"}))
+            pipe.expire(completions, self.ttl_s)
+            pipe.expire(key, self.ttl_s)
+            state, length, _, _ = await pipe.execute()
+        if state is None:
+            await self.redis.delete(completions)
+            raise SessionNotFound(record.session_id)
+        return int(length) - 1
+
+    async def completions(self, sid: str) -> list[CompletionRecord]:
+        """The log in insertion order, with rewards filled in."""
+        key, completions, rewards = self._keys(sid)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.exists(key)
+            pipe.lrange(completions, 0, -1)
+            pipe.hgetall(rewards)
+            exists, raw, reward_map = await pipe.execute()
+        if not exists:
+            raise SessionNotFound(sid)
+        rewards_by_id = {_text(k): _text(v) for k, v in reward_map.items()}
+        out: list[CompletionRecord] = []
+        for index, item in enumerate(raw):
+            record = CompletionRecord.model_validate_json(item)
+            record.index = index
+            value = rewards_by_id.get(record.completion_id)
+            record.reward = float(value) if value is not None else None
+            out.append(record)
+        return out
+
+    async def completion_count(self, sid: str) -> int:
+        return int(await self.redis.llen(self._keys(sid)[1]))
+
+    async def set_reward(self, sid: str, reward: float, completion_id: str | None = None) -> str:
+        """Reward one completion (the last one when no id is given); returns the id rewarded."""
+        key, completions, rewards = self._keys(sid)
+        if not await self.redis.exists(key):
+            raise SessionNotFound(sid)
+        if completion_id is None:
+            last = await self.redis.lindex(completions, -1)
+            if last is None:
+                raise NoCompletion("the session has no completion to reward yet")
+            completion_id = CompletionRecord.model_validate_json(last).completion_id
+        else:
+            known = [
+                CompletionRecord.model_validate_json(x).completion_id
+                for x in await self.redis.lrange(completions, 0, -1)
+            ]
+            if completion_id not in known:
+                raise NoCompletion(f"no completion {completion_id!r} in this session")
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(rewards, completion_id, json.dumps(float(reward)))
+            pipe.expire(rewards, self.ttl_s)
+            await pipe.execute()
+        return completion_id
+
+    async def end(self, sid: str) -> int:
+        """Mark ended (idempotent); returns the number of recorded completions."""
+        key, completions, _ = self._keys(sid)
+        if not await self.redis.exists(key):
+            raise SessionNotFound(sid)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, "state", "ended")
+            pipe.hsetnx(key, "ended_at", str(time.time()))
+            pipe.llen(completions)
+            _, _, count = await pipe.execute()
+        return int(count)
+
+    async def delete(self, sid: str) -> None:
+        await self.redis.delete(*self._keys(sid))
