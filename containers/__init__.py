@@ -1,0 +1,35 @@
+"""Sandboxes for agent rollouts: one runtime interface (local bubblewrap, Apptainer, Docker), an execution
+server inside each sandbox, and the tool backends it serves (pty bash, IPython kernel, file editor).
+
+The names below are loaded on first use: the execution server imports `containers.server` inside the
+sandbox with a bare interpreter and must not pay for pydantic at start-up.
+"""
+
+from __future__ import annotations
+
+_EXPORTS = {
+    "SandboxSpec": "containers.spec",
+    "ResourceLimits": "containers.spec",
+    "ReadOnlyBind": "containers.spec",
+    "ExecResult": "containers.results",
+    "ToolResult": "containers.results",
+    "SandboxHandle": "containers.handle",
+    "Sandbox": "containers.sandbox",
+    "Runtime": "containers.runtime",
+    "get_runtime": "containers.runtime",
+    "attach": "containers.runtime",
+    "SandboxError": "containers.errors",
+    "SandboxStartError": "containers.errors",
+    "ExecServerError": "containers.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'containers' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

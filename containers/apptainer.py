@@ -1,0 +1,130 @@
+"""The Apptainer/Singularity runtime: a rootless instance (`--fakeroot --containall`, no network unless
+asked) running the execution server, reached over the Unix socket in its bind-mounted control directory."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from containers.client import wait_for_socket
+from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
+from containers.handle import SandboxHandle
+from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, sandbox_env, server_command
+from containers.sandbox import Sandbox
+from containers.server.wire import CONTROL_DIR, SOCKET_NAME
+from containers.spec import SandboxSpec
+
+
+def find_apptainer() -> str | None:
+    return shutil.which("apptainer") or shutil.which("singularity")
+
+
+def instance_start_argv(
+    binary: str, spec: SandboxSpec, name: str, workspace: str, control: str, env: dict[str, str]
+) -> list[str]:
+    """`apptainer instance start` for a sandbox: fakeroot, containall, no network unless requested."""
+    if not spec.image:
+        raise ValueError("the apptainer runtime needs spec.image (a SIF file or an image URI)")
+    argv = [binary, "instance", "start", "--fakeroot", "--containall", "--cleanenv", "--no-home"]
+    argv += ["--pwd", spec.workdir]
+    if not spec.network:
+        argv += ["--network", "none"]
+    argv += ["--bind", f"{workspace}:{spec.workdir}", "--bind", f"{control}:{CONTROL_DIR}"]
+    argv += ["--bind", f"{PACKAGE_DIR}:{IMAGE_LIB_DIR}/containers:ro"]
+    for bind in spec.ro_binds:
+        argv += ["--bind", f"{bind.source}:{bind.target}:ro"]
+    for key, value in sorted(env.items()):
+        argv += ["--env", f"{key}={value}"]
+    return [*argv, spec.image, name]
+
+
+def server_exec_argv(binary: str, name: str, spec: SandboxSpec) -> list[str]:
+    """Runs the execution server inside the instance (it then lives in the instance's namespaces)."""
+    return [binary, "exec", f"instance://{name}", *server_command(spec, host_root=False)]
+
+
+def instance_stop_argv(binary: str, name: str) -> list[str]:
+    return [binary, "instance", "stop", "--force", name]
+
+
+class ApptainerRuntime:
+    name = "apptainer"
+
+    def __init__(self, root: str | Path | None = None, binary: str | None = None) -> None:
+        from containers.local import default_root
+
+        self.root = Path(root) if root is not None else default_root()
+        self.binary = binary or find_apptainer()
+
+    def _require(self) -> str:
+        if not self.binary:
+            raise RuntimeUnavailable("neither apptainer nor singularity is on PATH")
+        return self.binary
+
+    def start(self, spec: SandboxSpec) -> Sandbox:
+        binary = self._require()
+        sandbox_id = uuid.uuid4().hex[:12]
+        name = f"farm-{sandbox_id}"
+        sandbox_dir = self.root / sandbox_id
+        workspace, control = sandbox_dir / "workspace", sandbox_dir / "control"
+        for path in (sandbox_dir, workspace, control):
+            path.mkdir(parents=True, mode=0o700)
+        handle = SandboxHandle(
+            id=sandbox_id,
+            runtime=self.name,
+            node=socket.gethostname(),
+            sandbox_dir=str(sandbox_dir),
+            workspace=str(workspace),
+            workdir=spec.workdir,
+            socket_path=str(control / SOCKET_NAME),
+            name=name,
+            created_at=time.time(),
+            expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
+        )
+        env = sandbox_env(spec, sandbox_id, host_root=False, loopback_ip=None)
+        try:
+            subprocess.run(
+                instance_start_argv(binary, spec, name, str(workspace), str(control), env),
+                check=True,
+                capture_output=True,
+                timeout=spec.start_timeout_s,
+            )
+            with open(control / "server.log", "ab") as log:
+                subprocess.Popen(
+                    server_exec_argv(binary, name, spec),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+            wait_for_socket(control / SOCKET_NAME, spec.start_timeout_s)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, SandboxStartError) as exc:
+            self.teardown(handle)
+            detail = getattr(exc, "stderr", b"") or b""
+            raise SandboxStartError(
+                f"apptainer sandbox failed to start: {exc} {detail.decode()[-2000:]}"
+            ) from exc
+        return Sandbox(handle, self)
+
+    def attach(self, handle: SandboxHandle) -> Sandbox:
+        if handle.node != socket.gethostname():
+            raise SandboxError(f"sandbox {handle.id} lives on node {handle.node}")
+        return Sandbox(handle, self)
+
+    def teardown(self, handle: SandboxHandle) -> None:
+        if self.binary and handle.name:
+            subprocess.run(instance_stop_argv(self.binary, handle.name), capture_output=True, timeout=60)
+        shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
+
+
+__all__ = [
+    "ApptainerRuntime",
+    "find_apptainer",
+    "instance_start_argv",
+    "instance_stop_argv",
+    "server_exec_argv",
+]

@@ -1,0 +1,38 @@
+"""A started sandbox, as data: everything another process on the same node needs to use or stop it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class SandboxHandle(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    runtime: str
+    """Registry name of the runtime that started it: local, apptainer or docker."""
+    node: str
+    sandbox_dir: str
+    """Host directory holding the workspace and control directory; removed by stop()."""
+    workspace: str
+    """Host path of the writable workspace."""
+    workdir: str
+    """The workspace's path inside the sandbox."""
+    socket_path: str
+    """Host path of the execution server's Unix socket."""
+    tcp_address: str | None = None
+    """`host:port` of the execution server's TCP fallback (network-enabled sandboxes only)."""
+    loopback_ip: str | None = None
+    pid: int | None = None
+    """The runtime's launcher process (bwrap, apptainer); leader of the sandbox's process group."""
+    pid_start: int | None = None
+    """Start time of `pid` in clock ticks, so a recycled pid is never signalled."""
+    init_pid: int | None = None
+    """Host pid of the sandbox's pid-namespace init: killing it kills every process inside."""
+    init_start: int | None = None
+    cgroup: str | None = None
+    """pids cgroup directory, when one was created."""
+    name: str | None = None
+    """Apptainer instance or Docker container name."""
+    created_at: float
+    expires_at: float | None = None

@@ -1,0 +1,146 @@
+"""A started sandbox, whatever the runtime: commands, files and tools go through its execution server;
+teardown goes through the runtime. Usable from any process on the node that has its handle."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from containers.client import ExecClient
+from containers.errors import ExecServerError
+from containers.handle import SandboxHandle
+from containers.results import ExecResult, ToolResult
+from containers.server import files
+from containers.tools.registry import DEFAULT_TOOL_TIMEOUT_S, call_tool
+
+if TYPE_CHECKING:
+    from containers.runtime import Runtime
+
+DEFAULT_EXEC_TIMEOUT_S = 600.0
+
+
+class Sandbox:
+    def __init__(self, handle: SandboxHandle, runtime: Runtime) -> None:
+        self._handle = handle
+        self.runtime = runtime
+        address = f"unix:{handle.socket_path}"
+        if not os.path.exists(handle.socket_path) and handle.tcp_address:
+            address = f"tcp:{handle.tcp_address}"
+        self.client = ExecClient(address)
+        self._stopped = False
+
+    @property
+    def id(self) -> str:
+        return self._handle.id
+
+    @property
+    def workspace(self) -> Path:
+        """Host path of the workspace (same node only)."""
+        return Path(self._handle.workspace)
+
+    @property
+    def workdir(self) -> str:
+        return self._handle.workdir
+
+    @property
+    def loopback_ip(self) -> str | None:
+        return self._handle.loopback_ip
+
+    @property
+    def info(self) -> SandboxHandle:
+        return self._handle
+
+    def handle(self) -> dict[str, Any]:
+        """JSON-serialisable description; `containers.attach(handle)` re-opens it in another process."""
+        return self._handle.model_dump(mode="json")
+
+    def exec(
+        self,
+        cmd: str | list[str],
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = DEFAULT_EXEC_TIMEOUT_S,
+        stdin: str | None = None,
+        output_limit: int | None = None,
+    ) -> ExecResult:
+        """Run `cmd` (a string goes to `bash -c`) in its own process group; never raises for the command's
+        own failure, only when the sandbox cannot be reached."""
+        args: dict[str, Any] = {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout}
+        if stdin is not None:
+            args["stdin"] = stdin
+        if output_limit is not None:
+            args["output_limit"] = output_limit
+        return ExecResult.model_validate(self.client.call("exec", args, timeout=timeout))
+
+    def tool(self, name: str, timeout: float = DEFAULT_TOOL_TIMEOUT_S, **arguments: Any) -> ToolResult:
+        """Run a registry tool (bash, python, editor, think, finish) with a model's arguments."""
+        return call_tool(self.client, name, arguments, timeout=timeout)
+
+    def _host_path(self, remote: str) -> Path | None:
+        """The host path behind `remote` when it lies in the workspace and the workspace is local."""
+        path = PurePosixPath(remote if remote.startswith("/") else f"{self.workdir}/{remote}")
+        try:
+            relative = path.relative_to(self.workdir)
+        except ValueError:
+            return None
+        if ".." in relative.parts or not self.workspace.is_dir():
+            return None
+        return self.workspace / relative
+
+    def upload(self, local: str | Path, remote: str) -> None:
+        """Copy a host file or directory to `remote` inside the sandbox (replacing a file, merging a dir)."""
+        local = Path(local)
+        host = self._host_path(remote)
+        if host is not None:
+            host.parent.mkdir(parents=True, exist_ok=True)
+            if local.is_dir():
+                shutil.copytree(local, host, dirs_exist_ok=True, symlinks=True)
+            else:
+                shutil.copy2(local, host)
+            return
+        self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
+
+    def download(self, remote: str, local: str | Path) -> None:
+        """Copy a file or directory from the sandbox to the host path `local`."""
+        local = Path(local)
+        host = self._host_path(remote)
+        if host is not None:
+            if not host.exists():
+                raise FileNotFoundError(remote)
+            if host.is_dir():
+                shutil.copytree(host, local, dirs_exist_ok=True, symlinks=True)
+            else:
+                local.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(host, local)
+            return
+        files.unpack(self.client.call("get", {"path": remote}, timeout=300.0)["data"], str(local))
+
+    def cancel(self) -> dict[str, Any]:
+        """Kill the commands running now and interrupt the busy tools; returns within a second."""
+        return self.client.call_once("cancel", timeout=1.0)
+
+    def ping(self) -> bool:
+        try:
+            self.client.call_once("ping", timeout=2.0)
+        except ExecServerError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        """Tear down every process of the sandbox and remove its directories. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.client.close()
+        self.runtime.teardown(self._handle)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, runtime={self._handle.runtime!r})"

@@ -1,0 +1,3 @@
+from containers.server.main import main
+
+main()

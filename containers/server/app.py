@@ -1,0 +1,186 @@
+"""The execution server: a threaded stream server (Unix socket, optional TCP) dispatching ops to the
+command runner, file transfer and the tool backends.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import socketserver
+import threading
+from collections.abc import Callable
+
+from containers.server import files, wire
+from containers.server.commands import CommandRunner
+
+TYPE_CHECKING = False  # typing costs ~10 ms of the server's start-up; its names are only annotations
+if TYPE_CHECKING:
+    from typing import Any
+
+    from containers.tools.bash import BashSession
+    from containers.tools.editor import FileEditor
+    from containers.tools.ipython import IPythonKernel
+
+
+class ToolBox:
+    """The per-sandbox tool backends, imported and created on first use (the kernel optionally pre-warmed)."""
+
+    def __init__(self, workdir: str, env: dict[str, str], python: str) -> None:
+        self.workdir, self.env, self.python = workdir, env, python
+        self._bash: BashSession | None = None
+        self._kernel: IPythonKernel | None = None
+        self._editor: FileEditor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def bash(self) -> BashSession:
+        with self._lock:
+            if self._bash is None:
+                from containers.tools.bash import BashSession
+
+                self._bash = BashSession(cwd=self.workdir, env=self.env)
+            return self._bash
+
+    @property
+    def kernel(self) -> IPythonKernel:
+        with self._lock:
+            if self._kernel is None:
+                from containers.tools.ipython import IPythonKernel
+
+                self._kernel = IPythonKernel(cwd=self.workdir, env=self.env, python=self.python)
+            return self._kernel
+
+    @property
+    def editor(self) -> FileEditor:
+        with self._lock:
+            if self._editor is None:
+                from containers.tools.editor import FileEditor
+
+                self._editor = FileEditor(self.workdir)
+            return self._editor
+
+    def warm(self, names: list[str]) -> None:
+        if {"python", "ipython"} & set(names):
+            self.kernel.start_in_background()
+        if "bash" in names:
+            _ = self.bash
+
+    def interrupt(self) -> list[str]:
+        interrupted = []
+        if self._bash is not None and self._bash.interrupt():
+            interrupted.append("bash")
+        if self._kernel is not None and self._kernel.interrupt():
+            interrupted.append("python")
+        return interrupted
+
+    def close(self) -> None:
+        if self._bash is not None:
+            self._bash.close()
+        if self._kernel is not None:
+            self._kernel.close()
+
+
+class ExecService:
+    """Maps op names to handlers; every handler takes keyword args and returns JSON-able data."""
+
+    def __init__(self, workdir: str, env: dict[str, str], python: str, on_shutdown: Callable[[], None]):
+        self.runner = CommandRunner(env, workdir)
+        self.tools = ToolBox(workdir, env, python)
+        self._on_shutdown = on_shutdown
+        self.ops: dict[str, Callable[..., Any]] = {
+            "ping": self.ping,
+            "exec": self.runner.run,
+            "put": self.put,
+            "get": self.get,
+            "bash": self.bash,
+            "ipython": self.ipython,
+            "editor": self.editor,
+            "cancel": self.cancel,
+            "shutdown": self.shutdown,
+        }
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = self.ops.get(request.get("op", ""))
+        if op is None:
+            return {"id": request.get("id"), "ok": False, "error": f"unknown op {request.get('op')!r}"}
+        try:
+            return {"id": request.get("id"), "ok": True, "result": op(**request.get("args", {}))}
+        except Exception as exc:
+            return {"id": request.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+    @staticmethod
+    def ping() -> dict[str, Any]:
+        return {"pid": os.getpid()}
+
+    @staticmethod
+    def put(path: str, data: str) -> dict[str, Any]:
+        files.unpack(data, path)
+        return {"path": path}
+
+    @staticmethod
+    def get(path: str) -> dict[str, Any]:
+        return {"data": files.pack(path)}
+
+    def bash(self, command: str, timeout: float = 120.0) -> dict[str, Any]:
+        result = self.tools.bash.run(command, timeout=timeout)
+        return {
+            "output": result.output,
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "error": result.exit_code != 0,
+        }
+
+    def ipython(self, code: str, timeout: float = 120.0) -> dict[str, Any]:
+        result = self.tools.kernel.run(code, timeout=timeout)
+        return {"output": result.output, "error": result.error, "timed_out": result.timed_out}
+
+    def editor(self, command: str, path: str, **args: Any) -> dict[str, Any]:
+        result = self.tools.editor(command, path, **args)
+        return {"output": result.output, "error": result.error}
+
+    def cancel(self) -> dict[str, Any]:
+        return {"commands": self.runner.cancel_all(), "tools": self.tools.interrupt()}
+
+    def shutdown(self) -> dict[str, Any]:
+        threading.Thread(target=self._on_shutdown, daemon=True).start()
+        return {}
+
+
+class Handler(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        for line in self.rfile:
+            try:
+                request = wire.decode(line)
+            except ValueError as exc:
+                self.wfile.write(wire.encode({"id": None, "ok": False, "error": f"bad request: {exc}"}))
+                continue
+            self.wfile.write(wire.encode(self.server.service.handle(request)))
+            self.wfile.flush()
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.BaseServer):
+    daemon_threads = True
+    service: ExecService
+
+
+class UnixServer(_Server, socketserver.UnixStreamServer):
+    pass
+
+
+class TcpServer(_Server, socketserver.TCPServer):
+    allow_reuse_address = True
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().server_bind()
+
+
+def serve(service: ExecService, servers: list[_Server]) -> None:
+    """Serve on every listener until shutdown; the last one runs in the calling thread."""
+    for server in servers:
+        server.service = service
+    for server in servers[:-1]:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    servers[-1].serve_forever(poll_interval=0.5)

@@ -1,0 +1,32 @@
+"""Resource limits applied by the execution server to itself at start-up, inherited by all it starts."""
+
+from __future__ import annotations
+
+import resource
+
+MB = 1024 * 1024
+
+# limit name (as in ResourceLimits) -> (rlimit, unit multiplier)
+RLIMITS = {
+    "address_space_mb": (resource.RLIMIT_AS, MB),
+    "max_processes": (resource.RLIMIT_NPROC, 1),
+    "cpu_seconds": (resource.RLIMIT_CPU, 1),
+    "file_size_mb": (resource.RLIMIT_FSIZE, MB),
+    "open_files": (resource.RLIMIT_NOFILE, 1),
+}
+
+
+def apply_rlimits(limits: dict[str, int | None]) -> dict[str, int]:
+    """Set soft and hard limits (never above the current hard limit); returns what was applied."""
+    applied = {}
+    for name, value in limits.items():
+        if value is None or name not in RLIMITS:
+            continue
+        which, unit = RLIMITS[name]
+        wanted = int(value) * unit
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            wanted = min(wanted, hard)
+        resource.setrlimit(which, (wanted, wanted))
+        applied[name] = wanted
+    return applied

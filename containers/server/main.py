@@ -1,0 +1,79 @@
+"""Entry point of the execution server inside a sandbox (started by a runtime, not by hand).
+
+Its one argument is a JSON object (ServerConfig fields); argparse alone would add a tenth to start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+from containers.server.app import ExecService, Handler, TcpServer, UnixServer, serve
+from containers.server.limits import apply_rlimits
+
+DEFAULTS = {
+    "socket": None,  # Unix socket path to listen on (required)
+    "tcp": None,  # also listen on this host, port chosen by the kernel
+    "ready_fd": None,  # write "ready <tcp port or ->" here once listening
+    "workdir": "/workspace",
+    "limits": {},  # ResourceLimits fields
+    "warm": [],  # tools to start at once
+    "ttl": None,  # exit after this many seconds
+    "python": None,  # interpreter for the IPython kernel
+}
+
+
+def parse_config(argv: list[str]) -> dict[str, object]:
+    if len(argv) != 1:
+        raise SystemExit("usage: python -m containers.server '<json config>'")
+    config = {**DEFAULTS, **json.loads(argv[0])}
+    unknown = set(config) - set(DEFAULTS)
+    if unknown or not config["socket"]:
+        raise SystemExit(f"bad config: unknown keys {sorted(unknown)} or no socket")
+    return config
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = parse_config(sys.argv[1:] if argv is None else argv)
+    apply_rlimits(config["limits"])  # type: ignore[arg-type]
+    workdir = str(config["workdir"])
+    os.makedirs(workdir, exist_ok=True)
+    os.chdir(workdir)
+
+    def shutdown() -> None:
+        try:
+            service.tools.close()
+        finally:
+            os._exit(0)
+
+    python = str(config["python"] or sys.executable)
+    service = ExecService(workdir, dict(os.environ), python, on_shutdown=shutdown)
+    socket_path = str(config["socket"])
+    if os.path.exists(socket_path):
+        os.unlink(socket_path)
+    old_umask = os.umask(0o077)
+    try:
+        servers = [UnixServer(socket_path, Handler)]
+    finally:
+        os.umask(old_umask)
+    tcp_port = None
+    if config["tcp"]:
+        tcp = TcpServer((str(config["tcp"]), 0), Handler)
+        tcp_port = tcp.server_address[1]
+        servers.insert(0, tcp)
+    if config["ttl"]:
+        timer = threading.Timer(float(config["ttl"]), shutdown)  # type: ignore[arg-type]
+        timer.daemon = True
+        timer.start()
+    service.tools.warm(list(config["warm"]))  # type: ignore[call-overload]
+    if config["ready_fd"] is not None:
+        ready_fd = int(config["ready_fd"])  # type: ignore[call-overload]
+        os.write(ready_fd, f"ready {tcp_port or '-'}\n".encode())
+        os.close(ready_fd)
+    serve(service, servers)
+
+
+if __name__ == "__main__":
+    main()

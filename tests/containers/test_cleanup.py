@@ -1,0 +1,76 @@
+"""Teardown leaves nothing behind: no process, no directory, no cgroup, no loopback lease."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from containers.local import LocalRuntime
+from containers.procs import CGROUP_PARENT
+from containers.spec import SandboxSpec
+
+from .conftest import sandbox_processes
+
+
+def _children_of_this_process() -> set[int]:
+    children: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        children.update(int(pid) for pid in (task / "children").read_text().split())
+    return children
+
+
+def _sandbox_cgroups() -> set[str]:
+    found = set()
+    for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+        parent = root / CGROUP_PARENT
+        if parent.is_dir():
+            found.update(p.name for p in parent.iterdir() if p.is_dir())
+    return found
+
+
+def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> None:
+    runtime = LocalRuntime(root=tmp_path / "cycles")
+    children_before, cgroups_before = _children_of_this_process(), _sandbox_cgroups()
+    for i in range(100):
+        sandbox = runtime.start(SandboxSpec(network=i % 10 == 0))
+        # every cycle leaves a process that escaped the process group: only the pid namespace kill gets it
+        result = sandbox.exec(f"setsid sleep 300 & echo {i}")
+        assert result.stdout == f"{i}\n"
+        sandbox.stop()
+    assert sandbox_processes(runtime.root) == []
+    assert _children_of_this_process() - children_before == set()
+    assert [p.name for p in runtime.root.iterdir() if not p.name.startswith(".")] == []
+    assert _sandbox_cgroups() - cgroups_before == set()
+    assert runtime.loopback.leases() == {}
+    leftovers = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith(b"sleep\x00300")]
+    assert leftovers == []
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_dead_starter_does_not_leak_a_die_with_parent_sandbox(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from containers.local import LocalRuntime; from containers.spec import SandboxSpec\n"
+        f"sandbox = LocalRuntime(root={str(tmp_path / 'dwp')!r}).start(SandboxSpec())\n"
+        "sandbox.exec('setsid sleep 301 &')\n"
+        "print(sandbox.info.init_pid, flush=True)\n"
+        "import os; os._exit(0)\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, timeout=60)
+    init_pid = int(out.stdout.split()[0])
+    import time
+
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{init_pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{init_pid}").exists()
+    assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith(b"sleep\x00301")]

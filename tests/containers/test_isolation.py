@@ -1,0 +1,139 @@
+"""Each test is a real attack from inside a sandbox against the host or another sandbox."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from containers.local import LocalRuntime
+from containers.sandbox import Sandbox
+from containers.spec import ResourceLimits, SandboxSpec
+
+from .conftest import sandbox_processes
+
+CONNECT = "python3 -c \"import socket as s; s.create_connection(('{host}', {port}), 2); print('connected')\""
+
+
+@pytest.fixture
+def host_listener() -> Iterator[int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def test_no_network_when_off(sandbox: Sandbox, host_listener: int) -> None:
+    result = sandbox.exec(CONNECT.format(host="127.0.0.1", port=host_listener))
+    assert result.exit_code != 0 and "connected" not in result.stdout
+    assert "ConnectionRefused" in result.stderr
+    links = sandbox.exec("cat /proc/net/dev").stdout
+    assert [line.split(":")[0].strip() for line in links.splitlines()[2:]] == ["lo"]
+
+
+def test_network_on_request_with_a_private_loopback_address(
+    runtime: LocalRuntime, host_listener: int
+) -> None:
+    with runtime.start(SandboxSpec(network=True)) as sandbox:
+        assert sandbox.exec(CONNECT.format(host="127.0.0.1", port=host_listener)).stdout == "connected\n"
+        ip = sandbox.loopback_ip
+        assert ip and ip.startswith("127.") and not ip.startswith("127.0.")
+        assert sandbox.exec("echo $FARM_LOOPBACK_IP").stdout == f"{ip}\n"
+        assert sandbox.info.tcp_address and sandbox.info.tcp_address.startswith(ip)
+        assert ip in runtime.loopback.leases()
+    assert ip not in runtime.loopback.leases()
+
+
+def test_cannot_write_outside_the_workspace(sandbox: Sandbox, tmp_path: Path) -> None:
+    target = tmp_path / "escape.txt"
+    repo_file = Path(__file__).resolve().parent / "escape.txt"
+    for path in ("/etc/escape", "/usr/escape", str(repo_file), "/root/escape"):
+        result = sandbox.exec(f"echo x > {path}")
+        assert result.exit_code != 0, path
+        assert "Read-only file system" in result.stderr or "No such file" in result.stderr
+    sandbox.exec(f"mkdir -p {tmp_path} && echo x > {target}")  # lands in the sandbox's private /tmp
+    assert not target.exists() and not repo_file.exists()
+    assert sandbox.exec("mount -o remount,rw /usr").exit_code != 0
+    assert sandbox.exec("grep CapEff /proc/self/status").stdout.split()[1] == "0000000000000000"
+
+
+def test_cannot_see_or_signal_host_processes(sandbox: Sandbox) -> None:
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        pids = [int(p) for p in sandbox.exec("ls /proc | grep -E '^[0-9]+$'").stdout.split()]
+        assert (max(pids) < 1000 and sleeper.pid not in pids) or sleeper.pid < 1000
+        names = sandbox.exec("ps -eo comm --no-headers").stdout.split()
+        assert "sleep" not in names and "pytest" not in names and "python3.11" not in " ".join(names)
+        sandbox.exec(f"kill -9 {sleeper.pid}")
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_fork_bomb_is_contained_and_the_sandbox_stops_cleanly(
+    runtime: LocalRuntime, sandbox_root: Path
+) -> None:
+    before = len(list(Path("/proc").glob("[0-9]*")))
+    sandbox = runtime.start(SandboxSpec(limits=ResourceLimits(max_processes=64)))
+    bomb = sandbox.exec("bomb() { bomb | bomb & }; bomb", timeout=3)
+    assert "Resource temporarily unavailable" in bomb.stderr
+    peak = len(list(Path("/proc").glob("[0-9]*"))) - before
+    assert peak <= 64 + 8  # the limit, plus the launcher, server and this test's own helpers
+    if sandbox.info.cgroup:  # running as root: RLIMIT_NPROC is not enforced, the pids cgroup is
+        assert int(Path(sandbox.info.cgroup, "pids.current").read_text()) <= 64
+    sandbox.stop()
+    assert not Path(sandbox.info.sandbox_dir).exists()
+    assert sandbox_processes(Path(sandbox.info.sandbox_dir)) == []
+    assert len(list(Path("/proc").glob("[0-9]*"))) - before <= 3
+
+
+def test_memory_hog_is_contained(runtime: LocalRuntime) -> None:
+    with runtime.start(SandboxSpec(limits=ResourceLimits(address_space_mb=1024))) as sandbox:
+        hog = sandbox.exec("python3 -c 'x = bytearray(3 << 30); print(len(x))'")
+        assert hog.exit_code != 0 and "MemoryError" in hog.stderr
+        assert sandbox.exec("echo alive").stdout == "alive\n"
+
+
+def test_file_size_and_cpu_limits(runtime: LocalRuntime) -> None:
+    limits = ResourceLimits(file_size_mb=1, cpu_seconds=1)
+    with runtime.start(SandboxSpec(limits=limits)) as sandbox:
+        big = sandbox.exec("head -c 3000000 /dev/zero > big; stat -c %s big")
+        assert big.stdout.strip() == str(1 << 20)
+        spin = sandbox.exec("python3 -c 'while True: pass'", timeout=20)
+        assert spin.exit_code == -9 and not spin.timed_out  # RLIMIT_CPU hard limit: SIGKILL
+
+
+def test_one_sandbox_cannot_read_another_workspace() -> None:
+    # A root outside /tmp, which a sandbox would otherwise see through the read-only host root.
+    root = Path(tempfile.mkdtemp(prefix="farm-isolation-", dir="/var/tmp"))
+    runtime = LocalRuntime(root=root)
+    try:
+        with runtime.start(SandboxSpec()) as first, runtime.start(SandboxSpec()) as second:
+            first.exec("echo secret > /workspace/secret.txt")
+            assert (first.workspace / "secret.txt").exists()
+            for attempt in (
+                f"cat {first.workspace}/secret.txt",
+                f"ls {root}",
+                f"cat /proc/{first.info.init_pid}/root/workspace/secret.txt",
+                "cat /proc/*/root/workspace/secret.txt",
+            ):
+                result = second.exec(attempt)
+                assert "secret" not in result.stdout, attempt
+            assert second.exec(f"ls -A {root}").stdout == ""
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_sandboxes_root_is_private_to_the_user(runtime: LocalRuntime) -> None:
+    with runtime.start(SandboxSpec()) as sandbox:
+        mode = os.stat(sandbox.info.sandbox_dir).st_mode & 0o777
+        assert mode == 0o700
+        assert os.stat(sandbox.info.socket_path).st_mode & 0o077 == 0

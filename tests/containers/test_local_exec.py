@@ -1,0 +1,140 @@
+"""The runtime interface on the local runtime: exec, files, cancel, attach from another process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from containers import attach
+from containers.errors import ExecServerError
+from containers.local import LocalRuntime
+from containers.sandbox import Sandbox
+from containers.spec import SandboxSpec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_exec_reports_output_exit_code_and_runs_in_workdir(sandbox: Sandbox) -> None:
+    result = sandbox.exec("pwd; echo out; echo err >&2; exit 7")
+    assert result.stdout == "/workspace\nout\n"
+    assert result.stderr == "err\n"
+    assert result.exit_code == 7 and not result.timed_out and not result.ok
+
+
+def test_exec_cwd_env_and_stdin(sandbox: Sandbox) -> None:
+    sandbox.exec("mkdir -p sub")
+    result = sandbox.exec(
+        "pwd; echo $GREETING; cat", cwd="/workspace/sub", env={"GREETING": "hi"}, stdin="fed"
+    )
+    assert result.stdout == "/workspace/sub\nhi\nfed"
+
+
+def test_exec_environment_does_not_leak_from_host(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_SECRET_TOKEN", "leak")
+    assert "FARM_SECRET_TOKEN" not in sandbox.exec("env").stdout
+
+
+def test_exec_timeout_kills_the_command(sandbox: Sandbox) -> None:
+    started = time.monotonic()
+    result = sandbox.exec("echo started; sleep 30", timeout=0.5)
+    assert result.timed_out and result.stdout == "started\n"
+    assert time.monotonic() - started < 3
+
+
+def test_exec_background_child_does_not_hold_the_call(sandbox: Sandbox) -> None:
+    started = time.monotonic()
+    result = sandbox.exec("sleep 20 & echo bg")
+    assert result.stdout == "bg\n" and time.monotonic() - started < 2
+
+
+def test_exec_output_is_truncated_with_a_note(sandbox: Sandbox) -> None:
+    result = sandbox.exec("head -c 100000 /dev/zero | tr '\\0' x", output_limit=1000)
+    assert len(result.stdout) < 1200 and "bytes omitted" in result.stdout
+
+
+def test_upload_and_download_inside_and_outside_the_workspace(sandbox: Sandbox, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "mod.py").write_text("X = 1\n")
+    (source / "note.txt").write_text("hello")
+    sandbox.upload(source, "/workspace/proj")
+    sandbox.upload(source / "note.txt", "/tmp/elsewhere/note.txt")
+    assert sandbox.exec("cat /workspace/proj/pkg/mod.py /tmp/elsewhere/note.txt").stdout == "X = 1\nhello"
+    sandbox.exec("echo made > /tmp/made.txt; mkdir -p /tmp/d/e; echo deep > /tmp/d/e/f")
+    sandbox.download("/tmp/made.txt", tmp_path / "made.txt")
+    sandbox.download("/tmp/d", tmp_path / "d")
+    sandbox.download("proj/pkg", tmp_path / "pkg")
+    assert (tmp_path / "made.txt").read_text() == "made\n"
+    assert (tmp_path / "d" / "e" / "f").read_text() == "deep\n"
+    assert (tmp_path / "pkg" / "mod.py").read_text() == "X = 1\n"
+
+
+def test_cancel_during_a_long_command_returns_fast_and_kills_it(sandbox: Sandbox) -> None:
+    results = []
+    worker = threading.Thread(
+        target=lambda: results.append(sandbox.exec("sleep 60; echo never", timeout=120))
+    )
+    worker.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    reply = sandbox.cancel()
+    assert time.monotonic() - started < 1.0
+    worker.join(timeout=2)
+    assert not worker.is_alive()
+    assert reply["commands"] == 1
+    assert results[0].cancelled and results[0].exit_code == -9 and "never" not in results[0].stdout
+    assert "sleep 60" not in sandbox.exec("ps -eo args").stdout
+
+
+def test_cancel_interrupts_a_busy_bash_tool(sandbox: Sandbox) -> None:
+    results = []
+    worker = threading.Thread(target=lambda: results.append(sandbox.tool("bash", command="sleep 60")))
+    worker.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert "bash" in sandbox.cancel()["tools"]
+    worker.join(timeout=2)
+    assert time.monotonic() - started < 1.0 and results[0].exit_code == 130
+    assert sandbox.tool("bash", command="echo alive").output == "alive\n"
+
+
+ATTACH_SCRIPT = """
+import json, sys
+from containers import attach
+sandbox = attach(json.loads(sys.argv[1]))
+print(sandbox.exec("cat /workspace/from_parent.txt").stdout, end="")
+sandbox.exec("echo child > /workspace/from_child.txt")
+if sys.argv[2] == "stop":
+    sandbox.stop()
+"""
+
+
+def test_a_sandbox_is_used_and_stopped_from_another_process(runtime: LocalRuntime) -> None:
+    sandbox = runtime.start(SandboxSpec(die_with_parent=False))
+    handle = sandbox.handle()
+    json.dumps(handle)
+    sandbox.exec("echo parent > /workspace/from_parent.txt")
+    run = [sys.executable, "-c", ATTACH_SCRIPT, json.dumps(handle)]
+    used = subprocess.run([*run, "keep"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert used.stdout == "parent\n", used.stderr
+    assert (sandbox.workspace / "from_child.txt").read_text() == "child\n"
+    stopped = subprocess.run([*run, "stop"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not Path(handle["sandbox_dir"]).exists()
+    with pytest.raises(ExecServerError):
+        attach(handle).exec("true")
+    sandbox.stop()  # idempotent after a stop from elsewhere
+
+
+def test_ttl_ends_the_sandbox(runtime: LocalRuntime) -> None:
+    sandbox = runtime.start(SandboxSpec(ttl_s=0.5))
+    assert sandbox.ping()
+    time.sleep(1.0)
+    assert not sandbox.ping()
+    sandbox.stop()
