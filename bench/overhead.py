@@ -38,9 +38,16 @@ def in_process_latencies(n: int) -> list[float]:
         t0 = time.perf_counter()
         spec = JobSpec(job_id=f"local-{i}", handler="noop", instance=NOOP, timeout_s=60)
         ctx = JobContext(
-            spec=spec, instance=handler.validate(NOOP), stage="run", node="local", workdir=Path("/tmp"),
-            deadline=time.monotonic() + 60, timings_before=Timings(), is_revoked=lambda: False,
-            policy_factory=lambda c: None, tokenizer_factory=lambda: None,  # type: ignore[arg-type,return-value]
+            spec=spec,
+            instance=handler.validate(NOOP),
+            stage="run",
+            node="local",
+            workdir=Path("/tmp"),
+            deadline=time.monotonic() + 60,
+            timings_before=Timings(),
+            interruption=lambda: None,
+            policy_factory=lambda c: None,
+            tokenizer_factory=lambda: None,  # type: ignore[arg-type,return-value]
         )
         state = handler.init(ctx)
         run = handler.run(ctx, state)
@@ -49,7 +56,7 @@ def in_process_latencies(n: int) -> list[float]:
     return out
 
 
-def bare_chain():  # noqa: ANN201
+def bare_chain():
     from celery import chain
 
     from bench.overhead_app import bare_eval, bare_init, bare_run
@@ -108,7 +115,9 @@ def farm_throughput(api: str, total: int, inflight: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=300, help="sequential requests per latency run")
     parser.add_argument("--burst", type=int, default=1000, help="rollouts per throughput run")
     parser.add_argument("--inflight", type=int, default=64)
@@ -142,19 +151,38 @@ def main() -> None:
                     rows.setdefault(f"{name}_p50", []).append(pct(values, 0.5) * 1000)
                     rows.setdefault(f"{name}_p99", []).append(pct(values, 0.99) * 1000)
                 rows.setdefault("bare_tput", []).append(bare_throughput(args.burst, args.inflight))
-                rows.setdefault("farm_tput", []).append(farm_throughput(farm.api_url, args.burst, args.inflight))
+                rows.setdefault("farm_tput", []).append(
+                    farm_throughput(farm.api_url, args.burst, args.inflight)
+                )
 
     m = {k: statistics.median(v) for k, v in rows.items()}
-    table = Table(title=f"no-op rollout overhead (median of {args.repeats} runs; {args.pool} pool "
-                        f"c{args.concurrency}, 3 workers, 2 cores)")
+    table = Table(
+        title=f"no-op rollout overhead (median of {args.repeats} runs; {args.pool} pool "
+        f"c{args.concurrency}, 3 workers, 2 cores)"
+    )
     for col in ("metric", "farm (REST + chain)", "bare Celery chain", "handler in-process", "farm / bare"):
         table.add_column(col, justify="right")
-    table.add_row("latency p50 ms", f"{m['farm_p50']:.1f}", f"{m['bare_p50']:.1f}", f"{m['local_p50']:.3f}",
-                  f"{m['farm_p50'] / m['bare_p50']:.2f}x")
-    table.add_row("latency p99 ms", f"{m['farm_p99']:.1f}", f"{m['bare_p99']:.1f}", f"{m['local_p99']:.3f}",
-                  f"{m['farm_p99'] / m['bare_p99']:.2f}x")
-    table.add_row(f"rollouts/s at {args.inflight} in flight", f"{m['farm_tput']:.0f}", f"{m['bare_tput']:.0f}",
-                  "-", f"{m['farm_tput'] / m['bare_tput']:.2f}x")
+    table.add_row(
+        "latency p50 ms",
+        f"{m['farm_p50']:.1f}",
+        f"{m['bare_p50']:.1f}",
+        f"{m['local_p50']:.3f}",
+        f"{m['farm_p50'] / m['bare_p50']:.2f}x",
+    )
+    table.add_row(
+        "latency p99 ms",
+        f"{m['farm_p99']:.1f}",
+        f"{m['bare_p99']:.1f}",
+        f"{m['local_p99']:.3f}",
+        f"{m['farm_p99'] / m['bare_p99']:.2f}x",
+    )
+    table.add_row(
+        f"rollouts/s at {args.inflight} in flight",
+        f"{m['farm_tput']:.0f}",
+        f"{m['bare_tput']:.0f}",
+        "-",
+        f"{m['farm_tput'] / m['bare_tput']:.2f}x",
+    )
     console.print(table)
     console.print("targets: farm p50 <= 25 ms and <= 1.5x bare; sustained >= 100/s and >= 0.7x bare")
 

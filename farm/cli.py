@@ -3,13 +3,14 @@ the gateway and the run report."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from pathlib import Path
 
 import click
 
+from farm.gateway.cli import gateway
+from farm.llm.cli import llm
 from farm.settings import get_settings
 
 
@@ -117,17 +118,8 @@ def demo(
     run_demo(n_tasks, samples, out, _llm_args(token_latency_ms, accuracy, 0), run_concurrency)
 
 
-def _add_optional(module: str, attribute: str) -> None:
-    """Subcommands that live with their subsystem (llm server, gateway, report)."""
-    try:
-        main.add_command(getattr(importlib.import_module(module), attribute))
-    except (ImportError, AttributeError) as exc:  # pragma: no cover - reported when used
-        logging.getLogger(__name__).debug("subcommand %s unavailable: %s", attribute, exc)
-
-
-_add_optional("farm.llm.cli", "llm")
-_add_optional("farm.gateway.cli", "gateway")
-_add_optional("farm.report.cli", "report")
+main.add_command(llm)
+main.add_command(gateway)
 
 if __name__ == "__main__":
     main()

@@ -15,3 +15,11 @@ class JobDeadlineExceeded(JobInterrupted):
 
 class NoBackendAvailable(Exception):
     """No healthy inference backend was registered before the job's deadline."""
+
+
+class LeaseLost(JobInterrupted):
+    """This attempt's lease on the stage expired and was taken over: stop without writing anything."""
+
+
+class WorkerDraining(JobInterrupted):
+    """The worker is shutting down: give the stage back so another worker runs it."""

@@ -6,6 +6,8 @@ Job indexes:
     farm:jobs:active             set   job ids not yet terminal
     farm:jobs:by_state           hash  state -> number of jobs currently in it (terminal states count up)
     farm:revoked                 zset  job id -> time cancellation was asked (pruned after the result TTL)
+    farm:leases                  zset  job id -> expiry of the lease of its running stage
+    farm:callbacks               zset  job id -> when its result should next be POSTed to callback_url
     farm:done                    pubsub channel; a job id is published when it turns terminal
 Tasks (task API):
     farm:task:{task_id}          hash  request, session_ids, created_at
@@ -20,6 +22,7 @@ Backend pool:
 Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
     farm:worker:{hostname}       string JSON heartbeat of a live Celery worker (TTL 15 s)
+    farm:draining:{hostname}     string set while that worker shuts down (its stages give their work back)
     farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage},
                                        jobs_total:{state}
 """
@@ -29,6 +32,8 @@ PREFIX = "farm:"
 ACTIVE_JOBS = "farm:jobs:active"
 JOBS_BY_STATE = "farm:jobs:by_state"
 REVOKED = "farm:revoked"
+LEASES = "farm:leases"
+CALLBACKS = "farm:callbacks"
 DONE_CHANNEL = "farm:done"
 TASKS = "farm:tasks"
 BACKENDS = "farm:backends"
@@ -55,3 +60,7 @@ def sticky(key: str) -> str:
 
 def worker(hostname: str) -> str:
     return f"{WORKER_PREFIX}{hostname}"
+
+
+def draining(hostname: str) -> str:
+    return f"farm:draining:{hostname}"

@@ -31,7 +31,7 @@ if pinned then
   local meta = redis.call('HGET', KEYS[1], addr)
   if meta and tostring(cjson.decode(meta)['gen']) == gen then
     if redis.call('SISMEMBER', KEYS[3], addr) == 0 then
-      return addr
+      return {addr, meta}
     end
     local left = tonumber(redis.call('ZINCRBY', KEYS[2], -1, addr))
     if left < 0 then redis.call('ZADD', KEYS[2], 0, addr) end
@@ -41,6 +41,7 @@ local best = nil
 local best_score = nil
 local best_order = nil
 local best_gen = nil
+local best_meta = nil
 local entries = redis.call('HGETALL', KEYS[1])
 for i = 1, #entries, 2 do
   local addr = entries[i]
@@ -49,6 +50,7 @@ for i = 1, #entries, 2 do
     local score = (tonumber(redis.call('ZSCORE', KEYS[2], addr)) or 0) / meta['weight']
     if best == nil or score < best_score or (score == best_score and meta['order'] < best_order) then
       best, best_score, best_order, best_gen = addr, score, meta['order'], meta['gen']
+      best_meta = entries[i + 1]
     end
   end
 end
@@ -57,7 +59,7 @@ if best == nil then
 end
 redis.call('ZINCRBY', KEYS[2], 1, best)
 redis.call('SET', KEYS[4], best .. '|' .. tostring(best_gen), 'EX', ARGV[1])
-return best
+return {best, best_meta}
 """
 
 # KEYS: backends, assigned, sticky(key)
@@ -165,10 +167,7 @@ class BackendPool:
     def acquire(self, key: str) -> BackendInfo | None:
         """The backend `key` is pinned to, pinning it to the least-assigned healthy one if needed."""
         keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
-        address = self._acquire(keys=keys_, args=[STICKY_TTL_S])
-        if not address:
-            return None
-        return self.get(_decode(address))
+        return _pinned(self._acquire(keys=keys_, args=[STICKY_TTL_S]))
 
     def release(self, key: str) -> None:
         self._release(keys=[keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
@@ -222,10 +221,7 @@ class AsyncBackendPool:
 
     async def acquire(self, key: str) -> BackendInfo | None:
         keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
-        address = await self._acquire(keys=keys_, args=[STICKY_TTL_S])
-        if not address:
-            return None
-        return await self.get(_decode(address))
+        return _pinned(await self._acquire(keys=keys_, args=[STICKY_TTL_S]))
 
     async def release(self, key: str) -> None:
         await self._release(keys=[keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
@@ -242,6 +238,15 @@ class AsyncBackendPool:
 
     async def call_finished(self, address: str) -> None:
         await self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, -1])
+
+
+def _pinned(reply: list[Any] | None) -> BackendInfo | None:
+    """The acquire script's answer: the address and its registration, in one round trip."""
+    if not reply:
+        return None
+    meta = json.loads(_decode(reply[1]))
+    kind, weight = meta.get("kind", "vllm"), int(meta.get("weight", 1))
+    return BackendInfo(address=_decode(reply[0]), kind=kind, weight=weight)
 
 
 def _decode(value: bytes | str) -> str:

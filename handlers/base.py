@@ -38,6 +38,8 @@ class EvalOutput(BaseModel):
 class AgentHandler(ABC):
     name: ClassVar[str]
     instance_model: ClassVar[type[HandlerInstance]] = HandlerInstance
+    node_local: ClassVar[bool] = True
+    """init leaves state on its node (a sandbox, a workspace) that only that node's run stage can use."""
 
     def validate(self, instance: dict[str, Any]) -> HandlerInstance:
         """Raises pydantic.ValidationError naming the offending field; the API answers 422."""

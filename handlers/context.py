@@ -9,7 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from farm.errors import JobCancelled, JobDeadlineExceeded
+from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
 from farm.jobs.spec import JobSpec
 from farm.models.results import Timings
 
@@ -32,7 +32,8 @@ class JobContext:
     """time.monotonic() at which the job's budget of in-stage time is spent."""
     timings_before: Timings
     """Time already spent, before this stage started."""
-    is_revoked: Callable[[], bool]
+    interruption: Callable[[], str | None]
+    """'revoked', 'lost', 'draining' or None: asked at every check, answered without I/O."""
     policy_factory: Callable[[JobContext], PolicyClient]
     tokenizer_factory: Callable[[], ChatTokenizer]
     started: float = field(default_factory=time.monotonic)
@@ -49,9 +50,15 @@ class JobContext:
         return self.deadline - time.monotonic()
 
     def check(self) -> None:
-        """Raise if the job was cancelled or its budget is spent. Call between steps of long work."""
-        if self.is_revoked():
+        """Raise if the job was cancelled, its budget is spent, or the stage must stop here.
+        Cheap: call it between steps of long work and while waiting."""
+        reason = self.interruption()
+        if reason == "revoked":
             raise JobCancelled(f"job {self.job_id} was cancelled")
+        if reason == "lost":
+            raise LeaseLost(f"job {self.job_id}: this attempt lost its lease on the {self.stage} stage")
+        if reason == "draining":
+            raise WorkerDraining(f"job {self.job_id}: the worker is shutting down")
         if self.remaining() <= 0:
             raise JobDeadlineExceeded(f"job {self.job_id} spent its {self.spec.timeout_s:g} s budget")
 

@@ -29,6 +29,7 @@ class StageFailure(RuntimeError):
 class NoopHandler(AgentHandler):
     name = "noop"
     instance_model = NoopInstance
+    node_local = False
 
     def _maybe_fail(self, ctx: JobContext, stage: str) -> None:
         if ctx.instance.fail_stage == stage:  # type: ignore[attr-defined]

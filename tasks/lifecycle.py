@@ -2,25 +2,29 @@
 
 Every exit path leaves the job either ready for its next stage or in exactly one terminal state
 with a well-formed JobResult: handler errors go through the handler's exception callback,
-cancellation and spent budgets end as `cancelled` / `timeout` with what was captured.
+cancellation and spent budgets end as `cancelled` / `timeout` with what was captured. Each stage
+runs under a lease (farm/jobs/scripts.py); its writes are fenced by the lease's token.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from farm.agent.policy import PolicyClient
 from farm.chat.tokenizer import ChatTokenizer
-from farm.errors import JobCancelled, JobDeadlineExceeded
+from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
 from farm.jobs.store import JobRecord, JobStore, terminal_result
 from farm.models.results import JobResult, JobState, StageError, Trajectory
 from farm.settings import get_settings
 from handlers.base import AgentHandler, RunOutput
 from handlers.context import JobContext
 from handlers.registry import get_handler
+from tasks.monitor import job_monitor
+from tasks.resume import resume_stages
 from tasks.services import backend_pool, job_store
 
 log = logging.getLogger(__name__)
@@ -33,10 +37,35 @@ class StageOutcome:
     STOP = "stop"
 
 
-def _context(record: JobRecord, handler: AgentHandler, stage: str, store: JobStore) -> JobContext:
+class Attempt:
+    """This worker's hold on one stage of one job: the fencing token goes with every write."""
+
+    def __init__(self, store: JobStore, record: JobRecord, stage: str, token: int) -> None:
+        self.store = store
+        self.record = record
+        self.stage = stage
+        self.token = token
+
+    @property
+    def job_id(self) -> str:
+        return self.record.job_id
+
+    def finish(self, result: JobResult) -> bool:
+        if not self.store.finalize(result, token=self.token):
+            return False
+        backend_pool().release(result.job_id)
+        log.info("job %s ended %s", result.job_id, result.state.value)
+        return True
+
+    def end_stage(self, elapsed_s: float, fields: dict[str, str] | None = None, **outputs: Any) -> bool:
+        return self.store.end_stage(self.job_id, self.token, self.stage, elapsed_s, fields, **outputs)
+
+
+def _context(
+    record: JobRecord, handler: AgentHandler, stage: str, interruption: Callable[[], str | None]
+) -> JobContext:
     settings = get_settings()
     timings = record.timings()
-    remaining = record.spec.timeout_s - timings.in_stages
     started = time.monotonic()
 
     def policy_factory(ctx: JobContext) -> PolicyClient:
@@ -48,22 +77,16 @@ def _context(record: JobRecord, handler: AgentHandler, stage: str, store: JobSto
         stage=stage,
         node=settings.node,
         workdir=Path(settings.workdir) / "jobs" / record.job_id.replace("/", "_"),
-        deadline=started + remaining,
+        deadline=started + record.spec.timeout_s - timings.in_stages,
         timings_before=timings,
-        is_revoked=lambda: store.is_revoked(record.job_id),
+        interruption=interruption,
         policy_factory=policy_factory,
         tokenizer_factory=lambda: ChatTokenizer.load(settings.tokenizer),
         started=started,
     )
 
 
-def _finish(store: JobStore, result: JobResult) -> None:
-    if store.finalize(result):
-        backend_pool().release(result.job_id)
-        log.info("job %s ended %s", result.job_id, result.state.value)
-
-
-def _interrupted(ctx: JobContext, state: JobState, stage: str, message: str, **extra: Any) -> JobResult:
+def _ended(ctx: JobContext, state: JobState, stage: str, message: str, **extra: Any) -> JobResult:
     return JobResult(
         job_id=ctx.job_id,
         state=state,
@@ -75,13 +98,14 @@ def _interrupted(ctx: JobContext, state: JobState, stage: str, message: str, **e
     )
 
 
-def execute_stage(job_id: str, stage: str) -> str:
+def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> str:
     store = job_store()
-    verdict, record = store.begin_stage(job_id, stage)
+    owner = hostname or get_settings().node
+    verdict, record, token = store.begin_stage(job_id, stage, owner)
     if verdict == "done":
         return StageOutcome.CONTINUE  # a redelivered stage that had already finished
-    if verdict in ("missing", "terminal") or record is None:
-        return StageOutcome.STOP
+    if verdict in ("missing", "terminal", "leased") or record is None:
+        return StageOutcome.STOP  # gone, over, or a live attempt elsewhere runs it and moves on
     if verdict in ("revoked", "expired"):
         if stage == "run":
             _release_init_state(record)
@@ -89,102 +113,113 @@ def execute_stage(job_id: str, stage: str) -> str:
         message = (
             "cancelled before the stage started" if verdict == "revoked" else "budget spent before the stage"
         )
-        _finish(
-            store, terminal_result(record, state, StageError(stage=stage, type=state.value, message=message))
-        )
+        result = terminal_result(record, state, StageError(stage=stage, type=state.value, message=message))
+        if store.finalize(result):
+            backend_pool().release(job_id)
         return StageOutcome.STOP
 
+    attempt = Attempt(store, record, stage, token)
+    monitor = job_monitor()
+    monitor.enter(job_id, token, hostname)
     try:
-        handler = get_handler(record.spec.handler)
-        ctx = _context(record, handler, stage, store)
-    except Exception as exc:  # unknown handler after a deploy, instance no longer valid, ...
-        _finish(
-            store,
-            terminal_result(
-                record,
-                JobState.failed,
-                StageError(stage=stage, type=type(exc).__name__, message=str(exc)[:2000]),
-            ),
-        )
+        try:
+            handler = get_handler(record.spec.handler)
+            ctx = _context(record, handler, stage, lambda: monitor.interruption(job_id))
+        except Exception as exc:  # unknown handler after a deploy, instance no longer valid, ...
+            attempt.finish(
+                terminal_result(
+                    record,
+                    JobState.failed,
+                    StageError(stage=stage, type=type(exc).__name__, message=str(exc)[:2000]),
+                )
+            )
+            return StageOutcome.STOP
+        runner = {"init": _init, "run": _run, "eval": _eval}[stage]
+        return runner(attempt, handler, ctx)
+    finally:
+        monitor.leave(job_id)
+
+
+def _interrupted(
+    attempt: Attempt,
+    handler: AgentHandler,
+    ctx: JobContext,
+    exc: Exception,
+    state: dict[str, Any] | None,
+    **captured: Any,
+) -> str:
+    """Cancellation, a spent budget, a lost lease or a draining worker, in any stage."""
+    if isinstance(exc, LeaseLost):
+        # Another attempt owns the job now (and what init made): touch nothing.
+        log.warning("%s", exc)
         return StageOutcome.STOP
+    if state is not None:
+        _teardown_quietly(handler, ctx, state)
+    if isinstance(exc, WorkerDraining):
+        resume_stages(attempt, restart_from_init=state is not None and attempt.stage == "run")
+        return StageOutcome.STOP
+    kind = JobState.cancelled if isinstance(exc, JobCancelled) else JobState.timeout
+    attempt.finish(_ended(ctx, kind, attempt.stage, str(exc), **captured))
+    return StageOutcome.STOP
 
-    runner = {"init": _init, "run": _run, "eval": _eval}[stage]
-    return runner(store, record, handler, ctx)
 
-
-def _init(store: JobStore, record: JobRecord, handler: AgentHandler, ctx: JobContext) -> str:
+def _init(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
+    state: dict[str, Any] = {}
     try:
         state = handler.init(ctx)
         ctx.check()
-    except (JobCancelled, JobDeadlineExceeded) as exc:
-        _teardown_quietly(handler, ctx, locals().get("state") or {})
-        kind = JobState.cancelled if isinstance(exc, JobCancelled) else JobState.timeout
-        _finish(store, _interrupted(ctx, kind, "init", str(exc)))
-        return StageOutcome.STOP
+    except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
+        return _interrupted(attempt, handler, ctx, exc, state)
     except Exception as exc:
         log.exception("init of %s failed", ctx.job_id)
-        _teardown_quietly(handler, ctx, {})
-        _finish(store, _callback(handler.init_exception, ctx, "init", exc))
+        _teardown_quietly(handler, ctx, state)
+        attempt.finish(_callback(handler.init_exception, ctx, "init", exc))
         return StageOutcome.STOP
-    store.end_stage(ctx.job_id, "init", time.monotonic() - ctx.started, {"node": ctx.node}, init_state=state)
+    if not attempt.end_stage(time.monotonic() - ctx.started, {"node": ctx.node}, init_state=state):
+        log.warning("init of %s finished after its lease was lost; discarding", ctx.job_id)
+        return StageOutcome.STOP
     return StageOutcome.CONTINUE
 
 
-def _run(store: JobStore, record: JobRecord, handler: AgentHandler, ctx: JobContext) -> str:
-    state = record.output("init_state") or {}
+def _run(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
+    state = attempt.record.output("init_state") or {}
     try:
-        try:
-            run = handler.run(ctx, state)
-        finally:
-            _teardown_quietly(handler, ctx, state)
-    except (JobCancelled, JobDeadlineExceeded) as exc:
-        kind = JobState.cancelled if isinstance(exc, JobCancelled) else JobState.timeout
-        _finish(store, _interrupted(ctx, kind, "run", str(exc)))
-        return StageOutcome.STOP
+        run = handler.run(ctx, state)
+    except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
+        return _interrupted(attempt, handler, ctx, exc, state)
     except Exception as exc:
         log.exception("run of %s failed", ctx.job_id)
-        _finish(store, _callback(handler.run_exception, ctx, "run", exc, state))
+        _teardown_quietly(handler, ctx, state)
+        attempt.finish(_callback(handler.run_exception, ctx, "run", exc, state))
         return StageOutcome.STOP
+    _teardown_quietly(handler, ctx, state)
     if run.outcome != "completed":
         kind = JobState.timeout if run.outcome == "timeout" else JobState.cancelled
         message = "budget spent during run" if kind is JobState.timeout else "cancelled during run"
-        _finish(
-            store,
-            _interrupted(
-                ctx,
-                kind,
-                "run",
-                message,
-                trajectory=Trajectory(traces=run.traces),
-                artifacts=run.artifacts,
-            ),
-        )
+        captured = {"trajectory": Trajectory(traces=run.traces), "artifacts": run.artifacts}
+        attempt.finish(_ended(ctx, kind, "run", message, **captured))
         return StageOutcome.STOP
-    store.end_stage(ctx.job_id, "run", time.monotonic() - ctx.started, run_output=run.model_dump(mode="json"))
+    elapsed = time.monotonic() - ctx.started
+    if not attempt.end_stage(elapsed, {"run_node": ctx.node}, run_output=run.model_dump(mode="json")):
+        log.warning("run of %s finished after its lease was lost; discarding", ctx.job_id)
+        return StageOutcome.STOP
     return StageOutcome.CONTINUE
 
 
-def _eval(store: JobStore, record: JobRecord, handler: AgentHandler, ctx: JobContext) -> str:
-    state = record.output("init_state") or {}
-    run = RunOutput.model_validate(record.output("run_output") or {})
+def _eval(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
+    state = attempt.record.output("init_state") or {}
+    run = RunOutput.model_validate(attempt.record.output("run_output") or {})
     try:
         evaluation = handler.eval(ctx, state, run)
         result = handler.final_result(ctx, run, evaluation)
-    except (JobCancelled, JobDeadlineExceeded) as exc:
-        kind = JobState.cancelled if isinstance(exc, JobCancelled) else JobState.timeout
-        _finish(
-            store,
-            _interrupted(
-                ctx, kind, "eval", str(exc), trajectory=Trajectory(traces=run.traces), artifacts=run.artifacts
-            ),
-        )
-        return StageOutcome.STOP
+    except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
+        captured = {"trajectory": Trajectory(traces=run.traces), "artifacts": run.artifacts}
+        return _interrupted(attempt, handler, ctx, exc, None, **captured)
     except Exception as exc:
         log.exception("eval of %s failed", ctx.job_id)
-        _finish(store, _callback(handler.eval_exception, ctx, "eval", exc, run))
+        attempt.finish(_callback(handler.eval_exception, ctx, "eval", exc, run))
         return StageOutcome.STOP
-    store.end_stage(ctx.job_id, "eval", time.monotonic() - ctx.started)
-    _finish(store, result.model_copy(update={"timings": ctx.timings()}))
+    attempt.finish(result.model_copy(update={"timings": ctx.timings()}))
     return StageOutcome.STOP
 
 
@@ -214,7 +249,7 @@ def _release_init_state(record: JobRecord) -> None:
         return
     try:
         handler = get_handler(record.spec.handler)
-        _teardown_quietly(handler, _context(record, handler, "run", job_store()), state)
+        _teardown_quietly(handler, _context(record, handler, "run", lambda: None), state)
     except Exception:
         log.exception("could not release what init made for %s", record.job_id)
 

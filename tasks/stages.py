@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from celery import Task
 
+import tasks.reaper  # noqa: F401  (connects the reaper and drain hooks to worker signals)
 from farm.celery_app import app
 from tasks.lifecycle import StageOutcome, execute_stage
 
 
 def _stage(task: Task, job_id: str, stage: str) -> None:
-    if execute_stage(job_id, stage) == StageOutcome.STOP:
-        task.request.chain = None  # the job has ended: send no further stage
+    if execute_stage(job_id, stage, task.request.hostname) == StageOutcome.STOP:
+        task.request.chain = None  # the job has ended or another attempt carries it: send nothing more
 
 
 @app.task(name="farm.init", bind=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -14,9 +13,9 @@ from farm.api import management, metrics, rollout
 from farm.api.backend_health import probe_forever
 from farm.api.security import BodySizeLimit
 from farm.api.state import FarmState
+from farm.gateway.app import router as gateway_router
+from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
 from farm.settings import Settings, get_settings
-
-log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -31,7 +30,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await state.waiter.start()
         prober = asyncio.create_task(probe_forever(state.pool))
         try:
-            yield
+            runtime = GatewayRuntime.create(redis=state.redis, backends=state.pool, settings=settings)
+            async with gateway_lifespan(app, runtime):
+                yield
         finally:
             prober.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -50,14 +51,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(management.router)
     app.include_router(rollout.router)
     app.include_router(metrics.router)
-    _mount_gateway(app)
+    app.include_router(gateway_router)  # carries its own /gateway prefix
     return app
-
-
-def _mount_gateway(app: FastAPI) -> None:
-    try:
-        from farm.gateway.app import router as gateway_router
-    except ImportError:
-        log.info("model gateway not available in this build")
-        return
-    app.include_router(gateway_router)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import secrets
 
 from fastapi import HTTPException, Request
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from farm.settings import get_settings
 
 
 def require_token(request: Request) -> None:
-    """Every facade endpoint but /healthz, when FARM_API_TOKEN is set."""
-    token = request.app.state.farm.settings.api_token
+    """Every facade endpoint but /healthz (and the gateway's session routes), when FARM_API_TOKEN is set."""
+    farm = getattr(request.app.state, "farm", None)
+    token = (farm.settings if farm is not None else get_settings()).api_token
     if not token:
         return
     header = request.headers.get("authorization", "")
@@ -22,15 +25,44 @@ def require_token(request: Request) -> None:
         )
 
 
-class BodySizeLimit(BaseHTTPMiddleware):
-    def __init__(self, app: object, max_bytes: int) -> None:
-        super().__init__(app)  # type: ignore[arg-type]
+class BodySizeLimit:
+    """Refuses bodies larger than `max_bytes` with 413 (declared length, or as they stream in).
+
+    Plain ASGI rather than BaseHTTPMiddleware, which would add a task hop to every request."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
         self.max_bytes = max_bytes
 
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            return JSONResponse(
-                {"detail": f"request body larger than {self.max_bytes} bytes"}, status_code=413
-            )
-        return await call_next(request)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        detail = f"request body larger than {self.max_bytes} bytes"
+        response = JSONResponse({"detail": detail}, status_code=413)
+        await response(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass

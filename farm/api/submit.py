@@ -7,23 +7,18 @@ import uuid
 from typing import Any
 
 import anyio
-from celery import Celery, chain
+from celery import Celery
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from farm.jobs.dispatch import send_stages, stage_task_ids
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import AsyncJobStore
-from farm.models.results import STAGES
 from handlers.registry import UnknownHandler, get_handler
 
 
 def new_job_id() -> str:
     return uuid.uuid4().hex
-
-
-def stage_task_ids(job_id: str) -> dict[str, str]:
-    """Fixed at submit time, so every stage of a chain can be found (and revoked) by job id."""
-    return {stage: f"{job_id}.{stage}" for stage in STAGES}
 
 
 def validate_instance(instance: dict[str, Any], loc: tuple[str, ...] = ("body", "instance")) -> str:
@@ -66,12 +61,5 @@ class Submitter:
         ids = stage_task_ids(spec.job_id)
         if not await self.store.create(spec, ids):
             return False
-        await anyio.to_thread.run_sync(self._send, spec.job_id, ids)
+        await anyio.to_thread.run_sync(send_stages, self.celery, spec.job_id, ids)
         return True
-
-    def _send(self, job_id: str, ids: dict[str, str]) -> None:
-        steps = [
-            self.celery.signature(f"farm.{stage}", args=(job_id,), immutable=True).set(task_id=ids[stage])
-            for stage in STAGES
-        ]
-        chain(*steps).apply_async()

@@ -1,37 +1,61 @@
-"""Lua scripts that move a job through its states atomically (shared by the sync and async stores)."""
+"""Lua scripts that move a job through its states atomically (shared by the sync and async stores).
+
+Leases and fencing. A stage that starts takes the job's lease: a fencing token (the job's `attempt`
+counter, incremented on every take) and an expiry that the running worker renews every few seconds.
+Writes that end a stage or the job carry the token and are refused once it is stale, so an attempt
+that lost its lease (its worker was presumed dead and the stage was re-enqueued) can never write.
+While a lease is live, a second delivery of the same stage (Celery redelivery, a duplicate) is
+refused at the door, so no stage ever runs twice at once.
+"""
 
 TERMINAL = "local terminal = {done=true, failed=true, cancelled=true, timeout=true}\n"
 
-# KEYS: job, active, by_state   ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s
+_CLEAR_LEASE = """
+local function clear_lease(job_key, leases_key, job_id)
+  redis.call('HDEL', job_key, 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage')
+  redis.call('ZREM', leases_key, job_id)
+end
+"""
+
+# KEYS: job, active, by_state   ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'task_ids', ARGV[3], 'state', 'queued',
-           'created_at', ARGV[4], 'enqueued_at', ARGV[4], 'timeout_s', ARGV[6])
+           'created_at', ARGV[4], 'enqueued_at', ARGV[4], 'timeout_s', ARGV[6], 'attempt', 0)
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'callback_url', ARGV[7]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'queued', 1)
 return 1
 """
 
-# KEYS: job, by_state, revoked   ARGV: stage, now, job_id
-# One round trip at the start of every stage. Returns {verdict, flat hash}:
-#   missing | terminal | done (stage finished before: a redelivery) | revoked | expired (budget spent)
-#   | go (the job is now in `stage`; queue time up to now has been added to t_queued).
+# KEYS: job, by_state, revoked, leases   ARGV: stage, now, job_id, owner, lease_ttl
+# One round trip at the start of every stage. Returns {verdict, flat hash, token}:
+#   missing | terminal | done (the stage finished before: a redelivery) | leased (a live attempt
+#   runs it) | revoked | expired (budget spent) | go (the job is now in `stage`, this attempt holds
+#   the lease with `token`, and queue time up to now has been added to t_queued).
 BEGIN_STAGE = (
     TERMINAL
     + """
 local cur = redis.call('HGET', KEYS[1], 'state')
-if not cur then return {'missing', {}} end
-if terminal[cur] then return {'terminal', {}} end
-if redis.call('HGET', KEYS[1], 'done:' .. ARGV[1]) == '1' then return {'done', {}} end
-if redis.call('ZSCORE', KEYS[3], ARGV[3]) then return {'revoked', redis.call('HGETALL', KEYS[1])} end
+if not cur then return {'missing', {}, 0} end
+if terminal[cur] then return {'terminal', {}, 0} end
+if redis.call('HGET', KEYS[1], 'done:' .. ARGV[1]) == '1' then return {'done', {}, 0} end
+local now = tonumber(ARGV[2])
+if (tonumber(redis.call('HGET', KEYS[1], 'lease_expires')) or 0) > now then return {'leased', {}, 0} end
+if redis.call('ZSCORE', KEYS[3], ARGV[3]) then return {'revoked', redis.call('HGETALL', KEYS[1]), 0} end
 local used = 0
 for _, stage in ipairs({'init', 'run', 'eval'}) do
   used = used + (tonumber(redis.call('HGET', KEYS[1], 't_' .. stage)) or 0)
 end
 if used >= tonumber(redis.call('HGET', KEYS[1], 'timeout_s')) then
-  return {'expired', redis.call('HGETALL', KEYS[1])}
+  return {'expired', redis.call('HGETALL', KEYS[1]), 0}
 end
+local token = redis.call('HINCRBY', KEYS[1], 'attempt', 1)
+local expires = now + tonumber(ARGV[5])
+redis.call('HSET', KEYS[1], 'lease_token', token, 'lease_expires', tostring(expires),
+           'lease_owner', ARGV[4], 'lease_stage', ARGV[1])
+redis.call('ZADD', KEYS[4], expires, ARGV[3])
 if cur ~= ARGV[1] then
   redis.call('HSET', KEYS[1], 'state', ARGV[1])
   redis.call('HINCRBY', KEYS[2], cur, -1)
@@ -39,29 +63,103 @@ if cur ~= ARGV[1] then
 end
 local enq = redis.call('HGET', KEYS[1], 'enqueued_at')
 if enq then
-  local waited = tonumber(ARGV[2]) - tonumber(enq)
+  local waited = now - tonumber(enq)
   if waited > 0 then redis.call('HINCRBYFLOAT', KEYS[1], 't_queued', waited) end
   redis.call('HDEL', KEYS[1], 'enqueued_at')
 end
-return {'go', redis.call('HGETALL', KEYS[1])}
+return {'go', redis.call('HGETALL', KEYS[1]), token}
 """
 )
 
-# KEYS: job, active, by_state, stats   ARGV: job_id, state, result json, ttl, now, channel, only_from
+# KEYS: job, leases   ARGV: token, expires, job_id.  1 if renewed, 0 if the lease is no longer ours.
+RENEW = """
+if redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'lease_expires', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+return 1
+"""
+
+# KEYS: job, stats, leases   ARGV: token, stage, elapsed, now, job_id, field1, value1, ...
+# Fenced: records the stage's time and outputs, marks it done, gives the lease back.
+END_STAGE = (
+    _CLEAR_LEASE
+    + """
+if redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[1] then return 0 end
+redis.call('HINCRBYFLOAT', KEYS[1], 't_' .. ARGV[2], ARGV[3])
+for i = 6, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'done:' .. ARGV[2], '1', 'enqueued_at', ARGV[4])
+redis.call('HINCRBYFLOAT', KEYS[2], 'stage_seconds_sum:' .. ARGV[2], ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'stage_count:' .. ARGV[2], 1)
+clear_lease(KEYS[1], KEYS[3], ARGV[5])
+return 1
+"""
+)
+
+# KEYS: job, stats, leases   ARGV: token, job_id, now, restart_from_init ('1' or '')
+# Fenced: gives the lease back without finishing the stage so that it can be sent again (a worker
+# draining on shutdown). Counted as an infrastructure retry. Returns the retry count, or 0.
+RELEASE = (
+    _CLEAR_LEASE
+    + """
+if redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[1] then return 0 end
+clear_lease(KEYS[1], KEYS[3], ARGV[2])
+if ARGV[4] == '1' then redis.call('HDEL', KEYS[1], 'done:init', 'init_state', 'node') end
+redis.call('HSET', KEYS[1], 'enqueued_at', ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'retries_total:infra', 1)
+return redis.call('HINCRBY', KEYS[1], 'infra_retries', 1)
+"""
+)
+
+# KEYS: leases, stats   ARGV: now, limit
+# Takes expired leases away from their (presumed dead) holders: bumps the fencing token so a late
+# write of the old attempt is refused, and returns {job_id, stage, infra_retries, node} per job.
+REAP = (
+    _CLEAR_LEASE
+    + """
+local out = {}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(ids) do
+  local key = 'farm:job:' .. id
+  local expires = tonumber(redis.call('HGET', key, 'lease_expires'))
+  if expires == nil then
+    redis.call('ZREM', KEYS[1], id)
+  elseif expires > tonumber(ARGV[1]) then
+    redis.call('ZADD', KEYS[1], expires, id)
+  else
+    local stage = redis.call('HGET', key, 'lease_stage')
+    redis.call('HINCRBY', key, 'attempt', 1)
+    clear_lease(key, KEYS[1], id)
+    redis.call('HSET', key, 'enqueued_at', ARGV[1])
+    redis.call('HINCRBY', KEYS[2], 'retries_total:infra', 1)
+    local retries = redis.call('HINCRBY', key, 'infra_retries', 1)
+    table.insert(out, {id, stage, retries, redis.call('HGET', key, 'node') or ''})
+  end
+end
+return out
+"""
+)
+
+# KEYS: job, active, by_state, stats, leases, callbacks
+# ARGV: job_id, state, result json, ttl, now, channel, only_from, token
 # only_from: when not empty, finalize only if the job is in that state (the API ends queued jobs only).
+# token: when not empty, only the holder of the lease may end the job (fencing).
 FINALIZE = (
     TERMINAL
+    + _CLEAR_LEASE
     + """
 local cur = redis.call('HGET', KEYS[1], 'state')
 if not cur or terminal[cur] then return 0 end
 if ARGV[7] ~= '' and cur ~= ARGV[7] then return 0 end
+if ARGV[8] ~= '' and redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[8] then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'result', ARGV[3], 'finished_at', ARGV[5])
 redis.call('HDEL', KEYS[1], 'enqueued_at')
+clear_lease(KEYS[1], KEYS[5], ARGV[1])
 redis.call('HINCRBY', KEYS[3], cur, -1)
 redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
 redis.call('HINCRBY', KEYS[4], 'jobs_total:' .. ARGV[2], 1)
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
+if redis.call('HEXISTS', KEYS[1], 'callback_url') == 1 then redis.call('ZADD', KEYS[6], ARGV[5], ARGV[1]) end
 redis.call('PUBLISH', ARGV[6], ARGV[1])
 return 1
 """

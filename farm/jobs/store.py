@@ -98,79 +98,133 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+LEASE_TTL_S = 6.0
+"""A running stage renews its lease every LEASE_TTL_S / 3; a lease this old means the worker is gone."""
+
+
+def _create_args(spec: JobSpec, task_ids: dict[str, str], ttl_s: int) -> list[Any]:
+    spec_json = spec.model_dump_json()
+    return [
+        spec.job_id,
+        spec_json,
+        json.dumps(task_ids),
+        time.time(),
+        ttl_s,
+        spec.timeout_s,
+        spec.callback_url or "",
+    ]
+
+
+def _create_keys(job_id: str) -> list[str]:
+    return [keys.job(job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE]
+
+
+def _finalize_keys(job_id: str) -> list[str]:
+    return [keys.job(job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE, keys.STATS, keys.LEASES, keys.CALLBACKS]
+
+
+def _finalize_args(result: JobResult, ttl_s: int, only_from: str, token: int | None) -> list[Any]:
+    result.metadata.setdefault("finished_at", time.time())
+    token_arg = "" if token is None else str(token)
+    return [
+        result.job_id,
+        result.state.value,
+        result.model_dump_json(),
+        ttl_s,
+        time.time(),
+        keys.DONE_CHANNEL,
+        only_from,
+        token_arg,
+    ]
+
+
+@dataclass
+class Reaped:
+    """A stage whose worker stopped renewing its lease."""
+
+    job_id: str
+    stage: str
+    infra_retries: int
+    node: str
+
+
 class JobStore:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self.r = client
         self.ttl_s = ttl_s
         self._create = client.register_script(scripts.CREATE)
         self._begin = client.register_script(scripts.BEGIN_STAGE)
+        self._renew = client.register_script(scripts.RENEW)
+        self._end = client.register_script(scripts.END_STAGE)
+        self._release = client.register_script(scripts.RELEASE)
+        self._reap = client.register_script(scripts.REAP)
         self._finalize = client.register_script(scripts.FINALIZE)
 
     def create(self, spec: JobSpec, task_ids: dict[str, str]) -> bool:
         """False when a job with this id exists already (idempotent resubmission)."""
-        args = [
-            spec.job_id,
-            spec.model_dump_json(),
-            json.dumps(task_ids),
-            time.time(),
-            self.ttl_s,
-            spec.timeout_s,
-        ]
         return bool(
-            self._create(keys=[keys.job(spec.job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE], args=args)
+            self._create(keys=_create_keys(spec.job_id), args=_create_args(spec, task_ids, self.ttl_s))
         )
 
     def get(self, job_id: str) -> JobRecord | None:
         return JobRecord.parse(self.r.hgetall(keys.job(job_id)))
 
-    def begin_stage(self, job_id: str, stage: str) -> tuple[str, JobRecord | None]:
-        """Checks and enters `stage` in one round trip; see scripts.BEGIN_STAGE for the verdicts."""
-        keys_ = [keys.job(job_id), keys.JOBS_BY_STATE, keys.REVOKED]
-        verdict, flat = self._begin(keys=keys_, args=[stage, time.time(), job_id])
+    def begin_stage(self, job_id: str, stage: str, owner: str) -> tuple[str, JobRecord | None, int]:
+        """Checks, leases and enters `stage` in one round trip; see scripts.BEGIN_STAGE."""
+        keys_ = [keys.job(job_id), keys.JOBS_BY_STATE, keys.REVOKED, keys.LEASES]
+        verdict, flat, token = self._begin(keys=keys_, args=[stage, time.time(), job_id, owner, LEASE_TTL_S])
         record = JobRecord.parse(dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
-        return _s(verdict), record
+        return _s(verdict), record, int(token)
+
+    def renew(self, leases: dict[str, int]) -> set[str]:
+        """Renews every (job id -> token) lease in one pipeline; returns the job ids whose lease is lost."""
+        if not leases:
+            return set()
+        expires = time.time() + LEASE_TTL_S
+        pipe = self.r.pipeline(transaction=False)
+        for job_id, token in leases.items():
+            self._renew(keys=[keys.job(job_id), keys.LEASES], args=[token, expires, job_id], client=pipe)
+        return {job_id for job_id, ok in zip(leases, pipe.execute(), strict=True) if not ok}
 
     def end_stage(
-        self, job_id: str, stage: str, elapsed_s: float, fields: dict[str, str] | None = None, **outputs: Any
-    ) -> None:
-        """Records the stage's time and JSON outputs (plus plain `fields`) and marks it done."""
-        pipe = self.r.pipeline(transaction=True)
-        key = keys.job(job_id)
-        pipe.hincrbyfloat(key, f"t_{stage}", elapsed_s)
-        mapping = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
-        mapping[f"done:{stage}"] = "1"
-        mapping["enqueued_at"] = str(time.time())
-        pipe.hset(key, mapping=mapping)
-        pipe.hincrbyfloat(keys.STATS, f"stage_seconds_sum:{stage}", elapsed_s)
-        pipe.hincrby(keys.STATS, f"stage_count:{stage}", 1)
-        pipe.execute()
+        self,
+        job_id: str,
+        token: int,
+        stage: str,
+        elapsed_s: float,
+        fields: dict[str, str] | None = None,
+        **outputs: Any,
+    ) -> bool:
+        """Records the stage's time and JSON outputs (plus plain `fields`), marks it done and gives the
+        lease back. False if this attempt no longer holds the lease (nothing is written)."""
+        pairs = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
+        flat = [item for pair in pairs.items() for item in pair]
+        args = [token, stage, elapsed_s, time.time(), job_id, *flat]
+        return bool(self._end(keys=[keys.job(job_id), keys.STATS, keys.LEASES], args=args))
 
-    def finalize(self, result: JobResult, only_from: str = "") -> bool:
-        """Records the terminal result once; False if the job had already ended."""
-        return bool(
-            self._finalize(
-                keys=[keys.job(result.job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE, keys.STATS],
-                args=[
-                    result.job_id,
-                    result.state.value,
-                    result.model_dump_json(),
-                    self.ttl_s,
-                    time.time(),
-                    keys.DONE_CHANNEL,
-                    only_from,
-                ],
-            )
-        )
+    def release(self, job_id: str, token: int, restart_from_init: bool) -> int:
+        """Gives the lease back unfinished so the stage can be sent again; the infra retry count or 0."""
+        args = [token, job_id, time.time(), "1" if restart_from_init else ""]
+        return int(self._release(keys=[keys.job(job_id), keys.STATS, keys.LEASES], args=args))
+
+    def reap(self, limit: int = 100) -> list[Reaped]:
+        rows = self._reap(keys=[keys.LEASES, keys.STATS], args=[time.time(), limit])
+        return [Reaped(_s(j), _s(stage), int(n), _s(node)) for j, stage, n, node in rows]
+
+    def finalize(self, result: JobResult, only_from: str = "", token: int | None = None) -> bool:
+        """Records the terminal result once; False if the job had already ended (or, with a token,
+        if this attempt no longer holds the lease)."""
+        args = _finalize_args(result, self.ttl_s, only_from, token)
+        return bool(self._finalize(keys=_finalize_keys(result.job_id), args=args))
 
     def is_revoked(self, job_id: str) -> bool:
         return self.r.zscore(keys.REVOKED, job_id) is not None
 
-    def revoke(self, job_id: str) -> None:
-        now = time.time()
-        pipe = self.r.pipeline(transaction=False)
-        pipe.zadd(keys.REVOKED, {job_id: now})
-        pipe.zremrangebyscore(keys.REVOKED, 0, now - REVOKED_KEEP_S)
-        pipe.execute()
+    def revoked_among(self, job_ids: list[str]) -> set[str]:
+        if not job_ids:
+            return set()
+        scores = self.r.zmscore(keys.REVOKED, job_ids)
+        return {job_id for job_id, score in zip(job_ids, scores, strict=True) if score is not None}
 
 
 class AsyncJobStore:
@@ -181,18 +235,8 @@ class AsyncJobStore:
         self._finalize = client.register_script(scripts.FINALIZE)
 
     async def create(self, spec: JobSpec, task_ids: dict[str, str]) -> bool:
-        args = [
-            spec.job_id,
-            spec.model_dump_json(),
-            json.dumps(task_ids),
-            time.time(),
-            self.ttl_s,
-            spec.timeout_s,
-        ]
-        created = await self._create(
-            keys=[keys.job(spec.job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE], args=args
-        )
-        return bool(created)
+        args = _create_args(spec, task_ids, self.ttl_s)
+        return bool(await self._create(keys=_create_keys(spec.job_id), args=args))
 
     async def get(self, job_id: str) -> JobRecord | None:
         return JobRecord.parse(await self.r.hgetall(keys.job(job_id)))
@@ -205,20 +249,8 @@ class AsyncJobStore:
 
     async def finalize(self, result: JobResult, only_from: str = "") -> bool:
         """Like JobStore.finalize; `only_from="queued"` ends a job only if no stage has started."""
-        return bool(
-            await self._finalize(
-                keys=[keys.job(result.job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE, keys.STATS],
-                args=[
-                    result.job_id,
-                    result.state.value,
-                    result.model_dump_json(),
-                    self.ttl_s,
-                    time.time(),
-                    keys.DONE_CHANNEL,
-                    only_from,
-                ],
-            )
-        )
+        args = _finalize_args(result, self.ttl_s, only_from, None)
+        return bool(await self._finalize(keys=_finalize_keys(result.job_id), args=args))
 
     async def revoke(self, job_id: str) -> None:
         now = time.time()

@@ -19,11 +19,14 @@ class RuntimeSpec(BaseModel):
     prepare: list[dict[str, Any] | str] = Field(default_factory=list)
 
 
+HarnessName = Literal["shell", "claude_code", "codex", "qwen_code", "gemini_cli", "opencode", "pi"]
+
+
 class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     handler: str | None = None
-    harness: Literal["shell", "claude_code", "codex", "qwen_code", "gemini_cli", "opencode", "pi"] | None = None
+    harness: HarnessName | None = None
     command: str | None = None
     model_name: str | None = None
 

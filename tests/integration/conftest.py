@@ -27,7 +27,8 @@ def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
             WorkerSpec("eval", concurrency=4),
         ],
         llm_servers=3,
-        llm_args=["--accuracy", "0.5", "--seed", "7"],
+        # A per-token latency makes concurrent rollouts overlap, as they do against a real model.
+        llm_args=["--accuracy", "0.5", "--seed", "7", "--token-latency-ms", "4"],
         env={"FARM_WORKDIR": str(logs / "work")},
         log_dir=logs,
     )

@@ -36,7 +36,10 @@ def test_farm_up_serves_and_ctrl_c_leaves_no_process(redis_server: EmbeddedRedis
     env = {**os.environ, "FARM_REDIS_URL": redis_server.url, "FARM_WORKDIR": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "farm.cli", "up", "--port", str(port), "--run-concurrency", "2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 90
@@ -68,7 +71,10 @@ def test_farm_demo_runs_a_batch_and_writes_trajectories(redis_server: EmbeddedRe
     env = {**os.environ, "FARM_REDIS_URL": redis_server.url, "FARM_WORKDIR": str(tmp_path / "work")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "farm.cli", "demo", "--tasks", "4", "--samples", "2", "--out", str(out)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     seen: list[psutil.Process] = []
     try:

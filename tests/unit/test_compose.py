@@ -25,7 +25,9 @@ def test_compose_file_validates() -> None:
     client = _client()
     if client is None:
         pytest.skip("no compose client here (Debian package docker-compose, or the docker compose plugin)")
-    result = subprocess.run([*client, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True)
+    result = subprocess.run(
+        [*client, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -34,6 +36,9 @@ def test_compose_has_every_role() -> None:
 
     services = yaml.safe_load(COMPOSE.read_text())["services"]
     assert {"redis", "api", "worker-init", "worker-run", "worker-eval", "flower", "vllm"} <= set(services)
-    queues = {name: svc["command"][svc["command"].index("-Q") + 1] for name, svc in services.items()
-              if "worker" in name}
+    queues = {
+        name: svc["command"][svc["command"].index("-Q") + 1]
+        for name, svc in services.items()
+        if "worker" in name
+    }
     assert queues == {"worker-init": "init", "worker-run": "run", "worker-eval": "eval"}

@@ -1,0 +1,32 @@
+"""Sending a job's stages as a Celery chain. Used at submit time (all three stages) and to resume a
+job whose stage was lost or given back (the remaining stages, possibly to a given run queue)."""
+
+from __future__ import annotations
+
+from celery import Celery, chain
+
+from farm.models.results import STAGES
+
+
+def stage_task_ids(job_id: str, stages: tuple[str, ...] = STAGES, attempt: int = 0) -> dict[str, str]:
+    """Task ids are fixed before sending, so every stage of a chain can be found by job id."""
+    suffix = "" if attempt == 0 else f".{attempt}"
+    return {stage: f"{job_id}.{stage}{suffix}" for stage in stages}
+
+
+def send_stages(
+    celery: Celery,
+    job_id: str,
+    task_ids: dict[str, str],
+    run_queue: str | None = None,
+    priority: int | None = None,
+) -> None:
+    steps = []
+    for stage, task_id in task_ids.items():
+        options: dict[str, object] = {"task_id": task_id}
+        if stage == "run" and run_queue:
+            options["queue"] = run_queue
+        if stage == "init" and priority is not None:
+            options["priority"] = priority
+        steps.append(celery.signature(f"farm.{stage}", args=(job_id,), immutable=True).set(**options))
+    chain(*steps).apply_async()

@@ -1,0 +1,114 @@
+"""The job monitor of one worker process: renews the leases of the stages running here and watches,
+for all of them at once, whether they were cancelled or must be given back because the worker is
+shutting down. Stages ask it (no Redis round trip) at every `ctx.check()`, so a cancel reaches a
+running agent within one poll interval (POLL_S) on any Celery pool."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+
+import redis
+
+from farm import keys
+from farm.jobs.store import LEASE_TTL_S, JobStore
+
+log = logging.getLogger(__name__)
+POLL_S = 0.2
+RENEW_EVERY_S = LEASE_TTL_S / 3
+
+
+class JobMonitor:
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._leases: dict[str, int] = {}
+        self._revoked: set[str] = set()
+        self._lost: set[str] = set()
+        self._hostname: str | None = None
+        self._draining = False
+        self._pid = -1
+        self._thread: threading.Thread | None = None
+
+    def enter(self, job_id: str, token: int, hostname: str | None) -> None:
+        with self._lock:
+            self._leases[job_id] = token
+            self._revoked.discard(job_id)
+            self._lost.discard(job_id)
+            self._hostname = hostname or self._hostname
+            if self._pid != os.getpid():  # first use in this process (or a forked pool child)
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._loop, name="farm-job-monitor", daemon=True)
+                self._thread.start()
+
+    def leave(self, job_id: str) -> None:
+        with self._lock:
+            self._leases.pop(job_id, None)
+            self._revoked.discard(job_id)
+            self._lost.discard(job_id)
+
+    def drain(self) -> None:
+        self._draining = True
+
+    def interruption(self, job_id: str) -> str | None:
+        """'lost', 'draining', 'revoked' or None, in that order of precedence."""
+        with self._lock:
+            if job_id in self._lost:
+                return "lost"
+            if self._draining:
+                return "draining"
+            if job_id in self._revoked:
+                return "revoked"
+            return None
+
+    def _loop(self) -> None:
+        last_renew = time.monotonic()
+        while True:
+            time.sleep(POLL_S)
+            with self._lock:
+                leases = dict(self._leases)
+            if not leases:
+                continue
+            try:
+                revoked = self.store.revoked_among(list(leases))
+                if (
+                    self._hostname
+                    and not self._draining
+                    and self.store.r.exists(keys.draining(self._hostname))
+                ):
+                    self._draining = True
+                lost: set[str] = set()
+                if time.monotonic() - last_renew >= RENEW_EVERY_S:
+                    lost = self.store.renew(leases)
+                    last_renew = time.monotonic()
+                with self._lock:
+                    self._revoked |= revoked & self._leases.keys()
+                    self._lost |= lost & self._leases.keys()
+                if lost:
+                    log.warning("lost the lease of %s", ", ".join(sorted(lost)))
+            except redis.RedisError:
+                log.warning("job monitor could not reach Redis", exc_info=True)
+
+
+_monitor: JobMonitor | None = None
+_monitor_lock = threading.Lock()
+
+
+def job_monitor() -> JobMonitor:
+    global _monitor
+    with _monitor_lock:
+        if _monitor is None:
+            from tasks.services import job_store
+
+            _monitor = JobMonitor(job_store())
+        return _monitor
+
+
+def mark_draining(hostname: str) -> None:
+    """Called in the worker's main process when shutdown starts; pool children see it via Redis."""
+    job_monitor().drain()
+    with contextlib.suppress(redis.RedisError):
+        job_monitor().store.r.set(keys.draining(hostname), "1", ex=120)
