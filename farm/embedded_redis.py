@@ -51,13 +51,20 @@ class EmbeddedRedis:
         self.directory = self.directory or tempfile.mkdtemp(prefix="farm-redis-")
         args = [
             redis_server_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--dir", self.directory,
-            "--daemonize", "no",
-            "--loglevel", "warning",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--dir",
+            self.directory,
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
         ]
         self.process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
