@@ -19,6 +19,9 @@ class NoopInstance(HandlerInstance):
     run_s: float = Field(0.0, ge=0, le=3600)
     """Seconds to spend in run, checking for cancellation every 10 ms."""
     fail_stage: Literal["init", "run", "eval"] | None = None
+    generate_tokens: int = Field(0, ge=0, le=4096)
+    """When > 0, run first makes one generation of up to this many tokens through the job's
+    backend (a probe of the whole path to the inference servers)."""
 
 
 class StageFailure(RuntimeError):
@@ -40,13 +43,19 @@ class NoopHandler(AgentHandler):
         return {}
 
     def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
+        inst: NoopInstance = ctx.instance  # type: ignore[assignment]
         self._maybe_fail(ctx, "run")
-        until = time.monotonic() + ctx.instance.run_s  # type: ignore[attr-defined]
+        artifacts: dict[str, Any] = {}
+        if inst.generate_tokens:
+            prompt = ctx.tokenizer.apply_chat_template([{"role": "user", "content": "Say hello."}])
+            generation = ctx.policy.generate(prompt, {"max_tokens": inst.generate_tokens, "temperature": 1.0})
+            artifacts = {"backend": generation.backend, "sampled_tokens": len(generation.token_ids)}
+        until = time.monotonic() + inst.run_s
         while True:
             ctx.check()
             left = until - time.monotonic()
             if left <= 0:
-                return RunOutput(finish_reason="noop")
+                return RunOutput(finish_reason="noop", artifacts=artifacts)
             time.sleep(min(0.01, left))
 
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:

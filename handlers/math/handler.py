@@ -1,20 +1,21 @@
-"""`math`: the policy may compute with a python tool and must give its final answer as \\boxed{...};
-the reward is 1 when that answer is equivalent to the reference answer, else 0."""
+"""`math`: the policy may compute with a python tool (in the job's sandbox) and must give its final
+answer as \\boxed{...}; the reward is 1 when that answer is equivalent to the reference, else 0."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from farm.agent.loop import AgentConfig, run_agent
+from farm.agent.sandbox_tools import sandbox_tools
+from farm.agent.tools import FunctionTool
 from handlers.base import AgentHandler, EvalOutput, HandlerInstance, RunOutput
 from handlers.context import JobContext
 from handlers.math.grading import extract_boxed, is_equivalent
-from handlers.math.python_tool import python_tool
+from handlers.math.python_tool import exec_python_tool
 from handlers.registry import register
+from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
 
 SYSTEM_PROMPT = (
     "You are a careful mathematician. You may call the `python` tool to compute. "
@@ -29,6 +30,10 @@ class MathInstance(HandlerInstance):
     max_turns: int = Field(6, ge=1, le=64)
     max_context_tokens: int = Field(8192, ge=256)
     tool_timeout_s: float = Field(10.0, gt=0, le=300)
+    python: Literal["exec", "ipython"] = "exec"
+    """`exec`: a fresh interpreter in the sandbox per call (milliseconds, nothing to start);
+    `ipython`: a persistent kernel in the sandbox, state kept across calls (about a CPU-second to
+    start per rollout, so it pays off only for long, stateful sessions)."""
 
 
 @register
@@ -37,13 +42,20 @@ class MathHandler(AgentHandler):
     instance_model = MathInstance
 
     def init(self, ctx: JobContext) -> dict[str, Any]:
-        ctx.workdir.mkdir(parents=True, exist_ok=True)
-        return {"workdir": str(ctx.workdir)}
+        inst: MathInstance = ctx.instance  # type: ignore[assignment]
+        warm = ["python"] if inst.python == "ipython" else []
+        return {"sandbox": start_sandbox(ctx, warm_tools=warm)}
+
+    def tools(self, inst: MathInstance, state: dict[str, Any]) -> list[FunctionTool]:
+        sandbox = open_sandbox(state)
+        if inst.python == "exec":
+            return [exec_python_tool(sandbox, inst.tool_timeout_s)]
+        return sandbox_tools(sandbox, ["python"], inst.tool_timeout_s)
 
     def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
         inst: MathInstance = ctx.instance  # type: ignore[assignment]
         config = AgentConfig(max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens)
-        tools = [python_tool(Path(state["workdir"]), inst.tool_timeout_s)]
+        tools = self.tools(inst, state)
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": inst.question}]
         episode = run_agent(ctx, messages, tools, config)
         meta = {
@@ -74,4 +86,4 @@ class MathHandler(AgentHandler):
         return EvalOutput(reward=1.0 if correct else 0.0, metadata={"correct": correct})
 
     def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
-        shutil.rmtree(state.get("workdir", ctx.workdir), ignore_errors=True)
+        stop_sandbox(state)

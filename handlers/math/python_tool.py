@@ -1,18 +1,14 @@
-"""The `python` tool of the math handler: runs code in a fresh interpreter in the job's workspace.
-
-A plain subprocess for now; sandboxed execution (bubblewrap, IPython kernel) replaces it with the
-containers/ runtime.
-"""
+"""The `exec` flavour of the math handler's `python` tool: a fresh interpreter in the job's sandbox
+per call. (The default flavour is the sandbox's persistent IPython kernel.)"""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from farm.agent.tools import FunctionTool, ToolError
+
+if TYPE_CHECKING:
+    from containers import Sandbox
 
 PARAMETERS = {
     "type": "object",
@@ -21,33 +17,22 @@ PARAMETERS = {
 }
 
 
-def python_tool(workdir: Path, timeout_s: float = 10.0) -> FunctionTool:
-    def run(arguments: dict) -> str:
+def exec_python_tool(sandbox: Sandbox, timeout_s: float) -> FunctionTool:
+    def run(arguments: dict[str, Any]) -> str:
         code = arguments["code"]
         if not isinstance(code, str):
             raise ToolError("`code` must be a string")
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", code],
-            cwd=workdir,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir)},
-        )
-        try:
-            out, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            return (out or "") + f"\n[timed out after {timeout_s:g} s]"
-        if proc.returncode != 0:
-            return (out or "") + f"\n[exit code {proc.returncode}]"
-        return out.strip() if out.strip() else "[no output]"
+        result = sandbox.exec(["python3", "-I", "-c", code], timeout=timeout_s)
+        out = (result.stdout + result.stderr).strip()
+        if result.timed_out:
+            return out + f"\n[timed out after {timeout_s:g} s]"
+        if result.exit_code != 0:
+            return out + f"\n[exit code {result.exit_code}]"
+        return out or "[no output]"
 
     return FunctionTool(
         name="python",
-        description="Run Python 3 code and return what it prints (stdout and stderr).",
+        description="Run Python 3 code in a fresh interpreter and return what it prints.",
         parameters=PARAMETERS,
         call=run,
     )

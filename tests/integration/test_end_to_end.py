@@ -167,19 +167,29 @@ def test_bad_sampling_params_and_task_fields_are_422(api: httpx.Client) -> None:
 def test_backends_spread_least_first_and_each_job_sticks_to_one(api: httpx.Client, farm: LocalFarm) -> None:
     servers = api.get("/llm_servers").json()
     assert [s["address"] for s in servers] == farm.llm_urls
-    before = {s["address"]: s["assigned"] for s in servers}
-    assert set(before.values()) == {0}  # finished jobs release their backend
+    assert {s["assigned"] for s in servers} == {0}  # finished jobs release their backend
+    # Nine jobs that each pin a backend (one generation) and then hold it for a while.
+    probe = {"handler": "noop", "generate_tokens": 4, "run_s": 3}
     ids = [f"spread-{uuid.uuid4().hex[:6]}-{i}" for i in range(9)]
     for job_id in ids:
-        body = {"instance": PROBLEM, "job_id": job_id, "wait": False, "sampling_params": {"max_tokens": 256}}
-        assert api.post("/process", json=body).status_code == 202
-    results = [process(api, job_id=job_id) for job_id in ids]
-    used = []
-    for result in results:
-        backends = result.trajectory.traces[0].metadata["backends"]
-        assert len(backends) == 1, "every call of one job goes to the same backend"
-        used.append(backends[0])
-    assert Counter(used) == {url: 3 for url in farm.llm_urls}
+        assert (
+            api.post("/process", json={"instance": probe, "job_id": job_id, "wait": False}).status_code == 202
+        )
+    deadline = time.monotonic() + 30
+    while sum(s["assigned"] for s in api.get("/llm_servers").json()) < 9 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert {s["address"]: s["assigned"] for s in api.get("/llm_servers").json()} == {
+        u: 3 for u in farm.llm_urls
+    }
+    results = [
+        JobResult.model_validate(api.post("/process", json={"instance": probe, "job_id": j}).json())
+        for j in ids
+    ]
+    assert Counter(r.artifacts["backend"] for r in results) == {url: 3 for url in farm.llm_urls}
+    # Every call of one multi-turn job goes to the same backend.
+    for _ in range(3):
+        trace = process(api, sampling_params={"max_tokens": 256}).trajectory.traces[0]
+        assert len(trace.metadata["backends"]) == 1 and trace.metadata["tool_calls"] >= 1
 
 
 def test_status_metrics_health_and_openapi(api: httpx.Client) -> None:
@@ -210,3 +220,15 @@ def test_status_metrics_health_and_openapi(api: httpx.Client) -> None:
         assert path in paths, path
     rollout = api.get("/rollout/status").json()
     assert rollout["tasks"] >= 0 and rollout["nodes"]
+
+
+def test_math_job_with_the_sandboxed_ipython_kernel(api: httpx.Client) -> None:
+    instance = {**PROBLEM, "python": "ipython", "tool_timeout_s": 60}
+    response = api.post(
+        "/process", json={"instance": instance, "sampling_params": {"max_tokens": 256, "seed": 3}}
+    )
+    result = JobResult.model_validate(response.json())
+    assert result.state is JobState.done, result.error
+    tool_replies = [m for m in result.trajectory.traces[0].response_messages if m["role"] == "tool"]
+    assert tool_replies and tool_replies[0]["content"].strip().lstrip("-").isdigit(), tool_replies
+    assert_token_faithful(result)
