@@ -61,6 +61,7 @@ class LocalFarm:
 
     _redis: EmbeddedRedis | None = None
     _children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    _commands: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
     llm_urls: list[str] = field(default_factory=list)
 
     @property
@@ -82,7 +83,8 @@ class LocalFarm:
         proc = subprocess.Popen(
             argv, env=self.child_env(**env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-        self._children.append((name, proc))
+        self._children = [(n, p) for n, p in self._children if n != name] + [(name, proc)]
+        self._commands[name] = (argv, env)
         return proc
 
     def start(self, timeout_s: float = 60.0) -> LocalFarm:
@@ -167,6 +169,25 @@ class LocalFarm:
                 time.sleep(0.1)
         finally:
             client.close()
+
+    def child(self, name: str) -> subprocess.Popen[bytes]:
+        return dict(self._children)[name]
+
+    def worker_names(self) -> list[str]:
+        return [name for name, _ in self._children if name.startswith("worker-")]
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal one child's whole process group (a worker and its pool processes)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.child(name).pid, sig)
+
+    def respawn(self, name: str) -> subprocess.Popen[bytes]:
+        """Start a child again with the command it was first started with (after `kill`)."""
+        old = self.child(name)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            old.wait(10)
+        argv, env = self._commands[name]
+        return self._spawn(name, argv, **env)
 
     def alive(self) -> bool:
         return all(proc.poll() is None for _, proc in self._children)

@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     tokenizer: str | None = None
     """Tokenizer for token-in/token-out inference: a local HF directory; unset means the shipped one."""
     max_request_bytes: int = 8 * 1024 * 1024
+    unacked_grace_s: float = 30.0
+    """A stage message delivered this long ago and still not started is treated as lost and re-sent."""
     process_wait_s: float = 3600.0
     """How long POST /process with wait=true holds the connection before answering 202."""
 
@@ -38,3 +40,30 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+def redis_retry_options() -> dict[str, object]:
+    """redis-py client options that ride out a short Redis outage (a restart, a failover) by retrying
+    each command with backoff for about ten seconds instead of failing the stage or request."""
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError, TimeoutError
+    from redis.retry import Retry
+
+    return {
+        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8),
+        "retry_on_error": [ConnectionError, TimeoutError],
+        "health_check_interval": 30,
+    }
+
+
+def async_redis_retry_options() -> dict[str, object]:
+    """The same for redis.asyncio clients (the API and the gateway)."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError, TimeoutError
+
+    return {
+        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8),
+        "retry_on_error": [ConnectionError, TimeoutError],
+        "health_check_interval": 30,
+    }

@@ -86,7 +86,8 @@ class JobMonitor:
                     last_renew = time.monotonic()
                 with self._lock:
                     self._revoked |= revoked & self._leases.keys()
-                    self._lost |= lost & self._leases.keys()
+                    # Only if the same attempt still runs: a stage that just ended gave its lease back.
+                    self._lost |= {j for j in lost if self._leases.get(j) == leases[j]}
                 if lost:
                     log.warning("lost the lease of %s", ", ".join(sorted(lost)))
             except redis.RedisError:

@@ -8,19 +8,28 @@ message (after the visibility timeout) is then refused by the stage's done/lease
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import threading
+import time
 from typing import Any
 
 import redis
 from celery.signals import worker_ready, worker_shutting_down
 
+from farm import keys
+from farm.models.results import STAGES
+from farm.settings import get_settings
 from tasks.monitor import mark_draining
 from tasks.resume import resend
 from tasks.services import job_store
 
 log = logging.getLogger(__name__)
 REAP_EVERY_S = 1.0
+# kombu's Redis transport keeps delivered, not yet acknowledged messages here (its defaults).
+UNACKED = "unacked"
+UNACKED_INDEX = "unacked_index"
 _stop = threading.Event()
 
 
@@ -35,10 +44,57 @@ def reap_once() -> int:
     return len(reaped)
 
 
+def _stage_message(raw: str) -> tuple[str, str] | None:
+    """(job id, stage) of a kombu message of a farm stage task, else None."""
+    try:
+        message = json.loads(raw)[0]
+        name = message["headers"]["task"]
+        if not name.startswith("farm.") or name.removeprefix("farm.") not in STAGES:
+            return None
+        args = json.loads(base64.b64decode(message["body"]))[0]
+        return str(args[0]), name.removeprefix("farm.")
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def sweep_unacked(older_than_s: float | None = None) -> int:
+    """Messages a worker took but never started (its connection or process died first) wait in
+    kombu's `unacked` hash for the visibility timeout (hours). A stage begins within milliseconds of
+    delivery, so one still unstarted after `older_than_s` is lost: send it again now. Entries of
+    stages that did run (or whose job ended) are dropped so they are not redelivered later."""
+    store = job_store()
+    r = store.r
+    grace = get_settings().unacked_grace_s if older_than_s is None else older_than_s
+    stale = r.zrangebyscore(UNACKED_INDEX, "-inf", time.time() - grace, start=0, num=100)
+    resent = 0
+    for tag in stale:
+        raw = r.hget(UNACKED, tag)
+        found = _stage_message(raw.decode() if isinstance(raw, bytes) else raw) if raw else None
+        if raw and found is None:
+            continue  # not ours (another app on the same Redis): leave it to kombu
+        if r.hdel(UNACKED, tag) + r.zrem(UNACKED_INDEX, tag) == 0 or found is None:
+            continue  # another sweeper took it, or it was already gone
+        job_id, stage = found
+        record = store.get(job_id)
+        if (
+            record is None
+            or record.state.terminal
+            or record.stage_done(stage)
+            or record.fields.get("lease_token")
+        ):
+            continue
+        retries = int(r.hincrby(keys.job(job_id), "infra_retries", 1))
+        r.hincrby(keys.STATS, "retries_total:infra", 1)
+        resend(store, job_id, stage, retries, record.node or "")
+        resent += 1
+    return resent
+
+
 def _loop() -> None:
     while not _stop.wait(REAP_EVERY_S):
         try:
             reap_once()
+            sweep_unacked()
         except redis.RedisError:
             log.warning("reaper could not reach Redis", exc_info=True)
         except Exception:
@@ -46,7 +102,9 @@ def _loop() -> None:
 
 
 @worker_ready.connect
-def _start_reaper(**kwargs: Any) -> None:
+def _start_reaper(sender: Any = None, **kwargs: Any) -> None:
+    if sender is not None:  # a worker restarted under the same name is not draining
+        job_store().r.delete(keys.draining(sender.hostname))
     threading.Thread(target=_loop, name="farm-reaper", daemon=True).start()
 
 

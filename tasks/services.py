@@ -8,12 +8,12 @@ import redis
 
 from farm.jobs.store import JobStore
 from farm.pool import BackendPool
-from farm.settings import get_settings
+from farm.settings import get_settings, redis_retry_options
 
 
 @lru_cache
 def redis_client() -> redis.Redis:
-    return redis.Redis.from_url(get_settings().redis_url, health_check_interval=30)
+    return redis.Redis.from_url(get_settings().redis_url, **redis_retry_options())
 
 
 @lru_cache

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from farm import __version__
 from farm.api import management, metrics, rollout
 from farm.api.backend_health import probe_forever
+from farm.api.callbacks import CallbackSender
 from farm.api.security import BodySizeLimit
 from farm.api.state import FarmState
 from farm.gateway.app import router as gateway_router
@@ -29,14 +30,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.farm = state
         await state.waiter.start()
         prober = asyncio.create_task(probe_forever(state.pool))
+        callbacks = asyncio.create_task(CallbackSender(state.redis, state.store).run_forever())
         try:
             runtime = GatewayRuntime.create(redis=state.redis, backends=state.pool, settings=settings)
             async with gateway_lifespan(app, runtime):
                 yield
         finally:
-            prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await prober
+            for background in (prober, callbacks):
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
             await state.waiter.stop()
             await state.redis.aclose()
 

@@ -46,6 +46,7 @@ async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -
         sampling_params=body.sampling_params,
         timeout_s=body.timeout_s or farm.settings.default_timeout_s,
         metadata=body.metadata,
+        callback_url=body.callback_url,
     )
     await farm.submitter.submit(spec)  # an existing job id is not queued again
     if not body.wait:

@@ -12,7 +12,7 @@ from farm.api.submit import Submitter
 from farm.api.waiter import JobWaiter
 from farm.jobs.store import AsyncJobStore
 from farm.pool import AsyncBackendPool
-from farm.settings import Settings
+from farm.settings import Settings, async_redis_retry_options
 
 
 @dataclass
@@ -26,7 +26,7 @@ class FarmState:
 
     @classmethod
     def build(cls, settings: Settings, celery: Celery) -> FarmState:
-        client = aioredis.Redis.from_url(settings.redis_url, health_check_interval=30)
+        client = aioredis.Redis.from_url(settings.redis_url, **async_redis_retry_options())
         store = AsyncJobStore(client, settings.result_ttl_s)
         return cls(
             settings=settings,

@@ -32,6 +32,8 @@ class ProcessRequest(BaseModel):
     wait: bool = True
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Copied onto the result and every trace (e.g. policy_version, group_id)."""
+    callback_url: str | None = Field(None, pattern=r"^https?://")
+    """When set, the result is also POSTed there (retried with backoff; never blocks the pipeline)."""
 
 
 class CancelRequest(BaseModel):

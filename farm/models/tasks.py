@@ -60,7 +60,7 @@ class TaskRequest(BaseModel):
     builder: BuilderSpec = Field(default_factory=BuilderSpec)
     evaluator: EvaluatorSpec = Field(default_factory=EvaluatorSpec)
     sampling_params: dict[str, Any] = Field(default_factory=dict)
-    callback_url: str | None = None
+    callback_url: str | None = Field(None, pattern=r"^https?://")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

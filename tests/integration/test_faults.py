@@ -1,0 +1,242 @@
+"""Faults on a farm of real processes: workers killed or stopped mid-stage, duplicate deliveries,
+a failing backend, a callback endpoint that is down, Redis restarted."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from farm import keys
+from farm.embedded_redis import EmbeddedRedis, free_port
+from farm.jobs.dispatch import send_stages
+from farm.launcher import LocalFarm, WorkerSpec
+from farm.models.results import JobResult, JobState
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def faulty_farm() -> Iterator[LocalFarm]:
+    """Its own Redis (with AOF) and two run workers on one node, so one can die and one carry on."""
+    logs = Path(tempfile.mkdtemp(prefix="farm-faults-"))
+    server = EmbeddedRedis(appendonly=True).start()
+    farm = LocalFarm(
+        redis_url=server.url,
+        workers=[
+            WorkerSpec("init", concurrency=4),
+            WorkerSpec("run", concurrency=4),
+            WorkerSpec("run", concurrency=4),
+            WorkerSpec("eval", concurrency=4),
+        ],
+        llm_servers=1,
+        env={"FARM_WORKDIR": str(logs / "work"), "FARM_UNACKED_GRACE_S": "3"},
+        log_dir=logs,
+    )
+    farm.start(timeout_s=90)
+    farm.redis_server = server  # type: ignore[attr-defined]
+    yield farm
+    farm.stop()
+    server.stop()
+
+
+@pytest.fixture
+def fapi(faulty_farm: LocalFarm) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=faulty_farm.api_url, timeout=60) as client:
+        yield client
+
+
+def submit(api: httpx.Client, instance: dict, **body: object) -> str:
+    job_id = f"f-{uuid.uuid4().hex[:10]}"
+    response = api.post("/process", json={"instance": instance, "job_id": job_id, "wait": False, **body})
+    assert response.status_code == 202, response.text
+    return job_id
+
+
+def wait_until(api: httpx.Client, job_id: str, states: set[str], timeout_s: float) -> JobResult:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = JobResult.model_validate(api.get(f"/jobs/{job_id}").json())
+        if result.state.value in states or time.monotonic() > deadline:
+            return result
+        time.sleep(0.05)
+
+
+def job_fields(farm: LocalFarm, job_id: str) -> dict[str, str]:
+    client = redis.Redis.from_url(farm.redis_url, decode_responses=True)
+    try:
+        return client.hgetall(keys.job(job_id))
+    finally:
+        client.close()
+
+
+def worker_holding(farm: LocalFarm, job_id: str, timeout_s: float = 10) -> str:
+    """The LocalFarm name of the worker whose stage holds the job's lease now."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        owner = job_fields(farm, job_id).get("lease_owner")
+        if owner:
+            label = owner.split("@")[0].rsplit("-", 1)[0]  # "run-1-<tag>@host" -> "run-1"
+            return f"worker-{label}"
+        time.sleep(0.02)
+    raise AssertionError(f"no worker took {job_id}")
+
+
+def test_a_killed_run_stage_resumes_elsewhere_within_15_s(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
+    job_id = submit(fapi, {"handler": "noop", "run_s": 4})
+    assert wait_until(fapi, job_id, {"run"}, 10).state is JobState.run
+    victim = worker_holding(faulty_farm, job_id)
+    first_token = job_fields(faulty_farm, job_id)["lease_token"]
+    faulty_farm.kill(victim, signal.SIGKILL)
+    killed_at = time.monotonic()
+    try:
+        while True:  # the stage starts again under a new lease, on the surviving worker
+            fields = job_fields(faulty_farm, job_id)
+            if fields.get("lease_token") not in (None, first_token) or fields.get("state") == "done":
+                break
+            assert time.monotonic() - killed_at < 15, "the killed stage was not resumed within 15 s"
+            time.sleep(0.1)
+        resumed_after = time.monotonic() - killed_at
+        result = wait_until(fapi, job_id, {"done", "failed"}, 30)
+        assert result.state is JobState.done, result.error
+        assert resumed_after < 15
+        assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
+    finally:
+        faulty_farm.respawn(victim)
+
+
+def test_a_duplicate_delivery_never_runs_a_stage_twice(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
+    from farm.celery_app import create_app
+
+    celery = create_app()
+    celery.conf.broker_url = faulty_farm.redis_url
+    job_id = submit(fapi, {"handler": "noop", "run_s": 2})
+    assert wait_until(fapi, job_id, {"run"}, 10).state is JobState.run
+    token = job_fields(faulty_farm, job_id)["lease_token"]
+    # What a visibility-timeout redelivery would do: the same stage again while it runs.
+    send_stages(celery, job_id, {"run": f"{job_id}.run.dup", "eval": f"{job_id}.eval.dup"})
+    result = wait_until(fapi, job_id, {"done", "failed"}, 20)
+    assert result.state is JobState.done
+    assert result.timings.run == pytest.approx(2.0, abs=0.6)  # ran once, not twice
+    fields = job_fields(faulty_farm, job_id)
+    assert int(fields["attempt"]) == int(token) + 1  # only the eval attempt followed
+    finished = json.loads(fields["result"])["metadata"]["finished_at"]
+    # ... and after the job ended: refused at the door, nothing rewritten.
+    send_stages(celery, job_id, {"run": f"{job_id}.run.late", "eval": f"{job_id}.eval.late"})
+    time.sleep(1.0)
+    assert json.loads(job_fields(faulty_farm, job_id)["result"])["metadata"]["finished_at"] == finished
+
+
+def test_sigterm_gives_the_stage_back_and_the_worker_exits_promptly(
+    faulty_farm: LocalFarm, fapi: httpx.Client
+) -> None:
+    job_id = submit(fapi, {"handler": "noop", "run_s": 30})
+    assert wait_until(fapi, job_id, {"run"}, 10).state is JobState.run
+    victim = worker_holding(faulty_farm, job_id)
+    faulty_farm.kill(victim, signal.SIGTERM)
+    try:
+        faulty_farm.child(victim).wait(10)  # does not wait for the 30 s stage
+        deadline = time.monotonic() + 10
+        while job_fields(faulty_farm, job_id).get("infra_retries") != "1":
+            assert time.monotonic() < deadline, "the stage was not given back"
+            time.sleep(0.05)
+        assert worker_holding(faulty_farm, job_id) != victim
+        fapi.post("/cancel", json={"job_id": job_id})
+        assert wait_until(fapi, job_id, {"cancelled"}, 5).state is JobState.cancelled
+    finally:
+        faulty_farm.respawn(victim)
+
+
+def test_a_failing_backend_is_marked_unhealthy_and_the_call_retried(
+    faulty_farm: LocalFarm, fapi: httpx.Client
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    fapi.post("/clear_llm_server").raise_for_status()
+    fapi.post("/add_llm_server", json={"address": dead}).raise_for_status()  # first: picked first
+    for url in faulty_farm.llm_urls:
+        fapi.post("/add_llm_server", json={"address": url}).raise_for_status()
+    try:
+        result = JobResult.model_validate(
+            fapi.post("/process", json={"instance": {"handler": "noop", "generate_tokens": 4}}).json()
+        )
+        assert result.state is JobState.done, result.error
+        assert result.artifacts["backend"] in faulty_farm.llm_urls
+        listed = {b["address"]: b["healthy"] for b in fapi.get("/llm_servers").json()}
+        assert listed[dead] is False
+    finally:
+        fapi.post("/clear_llm_server")
+        for url in faulty_farm.llm_urls:
+            fapi.post("/add_llm_server", json={"address": url})
+
+
+class _FlakyReceiver(BaseHTTPRequestHandler):
+    down_for = 2
+    seen: list[dict] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        type(self).seen.append(body)
+        self.send_response(503 if len(type(self).seen) <= type(self).down_for else 200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_callback_that_is_down_is_retried_while_the_result_stays_readable(fapi: httpx.Client) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FlakyReceiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/results"
+        job_id = submit(fapi, {"handler": "noop"}, callback_url=url)
+        assert wait_until(fapi, job_id, {"done"}, 10).state is JobState.done  # readable meanwhile
+        deadline = time.monotonic() + 20
+        while len(_FlakyReceiver.seen) < 3:
+            assert time.monotonic() < deadline, f"only {len(_FlakyReceiver.seen)} deliveries"
+            time.sleep(0.1)
+        assert [b["job_id"] for b in _FlakyReceiver.seen] == [job_id] * 3
+        assert JobResult.model_validate(_FlakyReceiver.seen[-1]).state is JobState.done
+    finally:
+        server.shutdown()
+
+
+TAKE_AND_DIE = """
+import os, sys
+from kombu import Connection
+with Connection(sys.argv[1]) as conn:
+    queue = conn.SimpleQueue("init")
+    message = queue.get(block=True, timeout=20)
+    print(message.headers["id"], flush=True)
+    os._exit(0)  # dies holding the message, unacknowledged
+"""
+
+
+def test_a_message_taken_by_a_worker_that_died_before_starting_it_is_sent_again(
+    faulty_farm: LocalFarm, fapi: httpx.Client
+) -> None:
+    # The only init worker goes away (a worker with a pending BRPOP would take the message first).
+    faulty_farm.kill("worker-init-0", signal.SIGKILL)
+    faulty_farm.child("worker-init-0").wait(10)
+    time.sleep(0.5)  # let Redis drop the dead worker's blocked BRPOP before anything is queued
+    try:
+        job_id = submit(fapi, {"handler": "noop"})
+        command = [sys.executable, "-c", TAKE_AND_DIE, faulty_farm.redis_url]
+        taker = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        assert taker.stdout.strip() == f"{job_id}.init", taker.stderr
+    finally:
+        faulty_farm.respawn("worker-init-0")
+    result = wait_until(fapi, job_id, {"done", "failed"}, 30)
+    assert result.state is JobState.done, result.error
+    assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"

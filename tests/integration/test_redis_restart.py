@@ -1,0 +1,62 @@
+"""Redis restarted under a running farm (AOF on): no submitted job is lost."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from farm.embedded_redis import EmbeddedRedis
+from farm.launcher import LocalFarm, WorkerSpec
+from farm.models.results import JobResult, JobState
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def aof_farm() -> Iterator[tuple[LocalFarm, EmbeddedRedis]]:
+    logs = Path(tempfile.mkdtemp(prefix="farm-restart-"))
+    server = EmbeddedRedis(appendonly=True).start()
+    workers = [WorkerSpec(q, concurrency=4) for q in ("init", "run", "eval")]
+    farm = LocalFarm(
+        redis_url=server.url,
+        workers=workers,
+        llm_policy=None,
+        log_dir=logs,
+        env={"FARM_WORKDIR": str(logs / "work"), "FARM_UNACKED_GRACE_S": "3"},
+    )
+    farm.start(timeout_s=90)
+    yield farm, server
+    farm.stop()
+    server.stop()
+
+
+def test_redis_restarted_with_aof_loses_no_submitted_job(aof_farm: tuple[LocalFarm, EmbeddedRedis]) -> None:
+    farm, server = aof_farm
+    with httpx.Client(base_url=farm.api_url, timeout=60) as api:
+        jobs = []
+        for _ in range(20):
+            job_id = f"r-{uuid.uuid4().hex[:10]}"
+            body = {"instance": {"handler": "noop", "run_s": 0.2}, "job_id": job_id, "wait": False}
+            assert api.post("/process", json=body).status_code == 202
+            jobs.append(job_id)
+        server.stop()  # SIGTERM: Redis writes its AOF out before exiting
+        time.sleep(0.5)
+        server.start()
+        deadline = time.monotonic() + 90
+        pending = set(jobs)
+        states: dict[str, JobState] = {}
+        while pending and time.monotonic() < deadline:
+            for job_id in list(pending):
+                result = JobResult.model_validate(api.get(f"/jobs/{job_id}").json())
+                if result.state.terminal:
+                    states[job_id] = result.state
+                    pending.discard(job_id)
+            time.sleep(0.2)
+    assert not pending, f"{len(pending)} jobs never finished"
+    assert set(states.values()) == {JobState.done}
