@@ -30,6 +30,7 @@ from farm.client import DapoConfig, DapoConsumer, FarmClient
 from farm.client.dapo import job_seed
 from farm.client.groups import JobSpec, reward_spread, succeeded
 from farm.client.polling import PollPolicy
+from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "handlers" / "math" / "problems.jsonl"
@@ -115,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     concurrency = args.concurrency or 2 * args.run_slots
 
-    console = Console()
+    console = Console(width=110)
     logs = Path(tempfile.mkdtemp(prefix="bench-dapo-"))
     llm_args = [
         "--accuracy",
@@ -125,26 +126,35 @@ def main() -> None:
         "--token-latency-ms",
         str(args.token_latency_ms),
     ]
+    # a private redis-server: never the machine's Redis on 6379, whatever answers there
+    private_redis = EmbeddedRedis().start()
     local = LocalFarm(
+        redis_url=private_redis.url,
         workers=[WorkerSpec("init,eval", concurrency=4), WorkerSpec("run", concurrency=args.run_slots)],
         llm_servers=1,
         llm_args=llm_args,
         env={"FARM_WORKDIR": str(logs / "work")},
         log_dir=logs,
     )
-    with local:
-        console.print(f"farm up at {local.api_url} (logs: {logs}); warming up")
-        batch_by_batch(local.api_url, 2, args.n, 1, 999, args.unsolvable_every)
-        runs: dict[str, list[dict[str, float]]] = {"batch-by-batch": [], "efficient": []}
-        for repeat in range(args.repeats):
-            seed = 100 + repeat
-            runs["batch-by-batch"].append(
-                batch_by_batch(local.api_url, args.k, args.n, args.steps, seed, args.unsolvable_every)
-            )
-            runs["efficient"].append(
-                efficient(local.api_url, args.k, args.n, args.steps, seed, args.unsolvable_every, concurrency)
-            )
-            console.print(f"repeat {repeat + 1}/{args.repeats} done")
+    try:
+        with local:
+            console.print(f"farm up at {local.api_url} (logs: {logs}); warming up")
+            batch_by_batch(local.api_url, 2, args.n, 1, 999, args.unsolvable_every)
+            runs: dict[str, list[dict[str, float]]] = {"batch-by-batch": [], "efficient": []}
+            for repeat in range(args.repeats):
+                seed = 100 + repeat
+                runs["batch-by-batch"].append(
+                    batch_by_batch(local.api_url, args.k, args.n, args.steps, seed, args.unsolvable_every)
+                )
+                runs["efficient"].append(
+                    efficient(
+                        local.api_url, args.k, args.n, args.steps, seed, args.unsolvable_every, concurrency
+                    )
+                )
+                console.print(f"repeat {repeat + 1}/{args.repeats} done")
+
+    finally:
+        private_redis.stop()
 
     base = statistics.median(r["wall_s"] for r in runs["batch-by-batch"])
     table = Table(

@@ -1,0 +1,110 @@
+"""One flat view of trainable sequences, whatever the caller holds: DAPO groups, JobResults or Traces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from farm.client.groups import Group
+from farm.models import JobResult, JobState, Trace
+
+Source = Iterable[Group] | Iterable[JobResult] | Iterable[Trace]
+
+
+@dataclass(frozen=True)
+class TrainSample:
+    trace: Trace
+    reward: float
+    """The trace's own reward if it has one (turn-level / discounted), else its trajectory's."""
+    group_index: int
+    """Samples of one prompt share it (GRPO advantage groups)."""
+    group_id: str
+    trajectory_index: int
+    """Position of the job (trajectory) the trace came from; several traces may share it."""
+    job_id: str | None
+    state: JobState
+    """The job's final state (`done` for bare Traces)."""
+
+    @property
+    def truncated(self) -> bool:
+        return self.trace.finish_reason == "length"
+
+
+def flatten(source: Source) -> list[TrainSample]:
+    """Every trace in order, tagged with its group and trajectory. Jobs without traces add nothing."""
+    items = list(source)
+    if not items:
+        return []
+    if isinstance(items[0], Group):
+        return _from_groups(items)  # type: ignore[arg-type]
+    if isinstance(items[0], JobResult):
+        return _from_results(items, {})  # type: ignore[arg-type]
+    if isinstance(items[0], Trace):
+        return _from_traces(items)  # type: ignore[arg-type]
+    raise TypeError(f"expected Groups, JobResults or Traces, got {type(items[0]).__name__}")
+
+
+def _from_groups(groups: list[Group]) -> list[TrainSample]:
+    samples: list[TrainSample] = []
+    trajectory = 0
+    for group_index, group in enumerate(groups):
+        for result, reward in zip(group.results, group.rewards, strict=True):
+            for trace in result.trajectory.traces:
+                samples.append(
+                    TrainSample(
+                        trace=trace,
+                        reward=trace.reward if trace.reward is not None else reward,
+                        group_index=group_index,
+                        group_id=group.group_id,
+                        trajectory_index=trajectory,
+                        job_id=result.job_id,
+                        state=result.state,
+                    )
+                )
+            trajectory += 1
+    return samples
+
+
+def _group_key(metadata: dict[str, Any], fallback: str) -> str:
+    return str(metadata.get("group_id") or metadata.get("task_id") or fallback)
+
+
+def _from_results(results: list[JobResult], index: dict[str, int]) -> list[TrainSample]:
+    samples: list[TrainSample] = []
+    for trajectory, result in enumerate(results):
+        group_id = _group_key(result.metadata, result.job_id)
+        group_index = index.setdefault(group_id, len(index))
+        for trace in result.trajectory.traces:
+            reward = trace.reward if trace.reward is not None else result.reward
+            samples.append(
+                TrainSample(
+                    trace=trace,
+                    reward=float(reward or 0.0),
+                    group_index=group_index,
+                    group_id=group_id,
+                    trajectory_index=trajectory,
+                    job_id=result.job_id,
+                    state=result.state,
+                )
+            )
+    return samples
+
+
+def _from_traces(traces: list[Trace]) -> list[TrainSample]:
+    index: dict[str, int] = {}
+    samples = []
+    for position, trace in enumerate(traces):
+        group_id = _group_key(trace.metadata, f"trace-{position}")
+        samples.append(
+            TrainSample(
+                trace=trace,
+                reward=float(trace.reward or 0.0),
+                group_index=index.setdefault(group_id, len(index)),
+                group_id=group_id,
+                trajectory_index=position,
+                job_id=trace.metadata.get("job_id"),
+                state=JobState.done,
+            )
+        )
+    return samples

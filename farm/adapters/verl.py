@@ -1,0 +1,86 @@
+"""veRL-style batch: padded numpy arrays under the keys veRL's DataProto uses (convert with torch.from_numpy).
+
+Prompts are left-padded and responses right-padded, so `input_ids = prompts ++ responses` keeps every
+prompt flush against its response, as veRL's rollout workers produce it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from farm.adapters.samples import Source, flatten
+
+
+def to_verl(
+    source: Source,
+    *,
+    pad_token_id: int,
+    max_prompt_length: int | None = None,
+    max_response_length: int | None = None,
+    truncate: bool = False,
+) -> dict[str, Any]:
+    """Keys: prompts, responses, input_ids, attention_mask, position_ids, response_mask,
+    rollout_log_probs / old_log_probs, token_level_scores, rewards (float32/int64 arrays);
+    uid (group ids) and traj_idx as non-tensor arrays.
+
+    Too-long sequences raise ValueError unless `truncate` (prompts lose their oldest tokens, responses
+    their tail; a truncated response's reward still sits on its last kept token).
+    """
+    samples = flatten(source)
+    prompts = [
+        _fit(s.trace.prompt_ids, max_prompt_length, truncate, "prompt", keep_tail=True) for s in samples
+    ]
+    responses = [
+        _fit(s.trace.response_ids, max_response_length, truncate, "response", keep_tail=False)
+        for s in samples
+    ]
+    p_len = max_prompt_length or max((len(p) for p in prompts), default=0)
+    r_len = max_response_length or max((len(r) for r in responses), default=0)
+    batch = len(samples)
+
+    prompt_ids = np.full((batch, p_len), pad_token_id, dtype=np.int64)
+    prompt_attention = np.zeros((batch, p_len), dtype=np.int64)
+    response_ids = np.full((batch, r_len), pad_token_id, dtype=np.int64)
+    response_attention = np.zeros((batch, r_len), dtype=np.int64)
+    response_mask = np.zeros((batch, r_len), dtype=np.int64)
+    logprobs = np.zeros((batch, r_len), dtype=np.float32)
+    scores = np.zeros((batch, r_len), dtype=np.float32)
+    for row, (sample, prompt, response) in enumerate(zip(samples, prompts, responses, strict=True)):
+        if prompt:
+            prompt_ids[row, p_len - len(prompt) :] = prompt
+            prompt_attention[row, p_len - len(prompt) :] = 1
+        n = len(response)
+        response_ids[row, :n] = response
+        response_attention[row, :n] = 1
+        response_mask[row, :n] = sample.trace.loss_mask[:n]
+        logprobs[row, :n] = sample.trace.response_logprobs[:n]
+        if n:
+            scores[row, n - 1] = sample.reward
+
+    attention = np.concatenate([prompt_attention, response_attention], axis=1)
+    return {
+        "prompts": prompt_ids,
+        "responses": response_ids,
+        "input_ids": np.concatenate([prompt_ids, response_ids], axis=1),
+        "attention_mask": attention,
+        "position_ids": np.clip(np.cumsum(attention, axis=1) - 1, 0, None),
+        "response_mask": response_mask,
+        "rollout_log_probs": logprobs,
+        "old_log_probs": logprobs.copy(),
+        "token_level_scores": scores,
+        "rewards": np.array([s.reward for s in samples], dtype=np.float32),
+        "uid": np.array([s.group_id for s in samples], dtype=object),
+        "traj_idx": np.array([s.trajectory_index for s in samples], dtype=np.int64),
+    }
+
+
+def _fit(ids: list[int], limit: int | None, truncate: bool, what: str, *, keep_tail: bool) -> list[int]:
+    if limit is None or len(ids) <= limit:
+        return list(ids)
+    if not truncate:
+        raise ValueError(
+            f"{what} of {len(ids)} tokens exceeds max_{what}_length={limit} (pass truncate=True)"
+        )
+    return list(ids[-limit:]) if keep_tail else list(ids[:limit])

@@ -1,0 +1,128 @@
+"""The numbers of a run: outcomes, rewards, stage-time percentiles, throughput, reward per step."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from statistics import fmean
+
+import numpy as np
+from pydantic import BaseModel
+
+from farm.models import STAGES, JobResult, JobState
+from farm.report.runs import Span, spans
+
+TIMED = ("queued", *STAGES)
+
+
+class Percentiles(BaseModel):
+    count: int
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+
+class StepReward(BaseModel):
+    step: int
+    jobs: int
+    mean_reward: float
+    solved: float
+    """Fraction of scored jobs with reward > 0."""
+
+
+class RunSummary(BaseModel):
+    jobs: int
+    by_state: dict[str, int]
+    by_handler: dict[str, int]
+    errors: dict[str, int]
+    """`stage/type` of failed jobs."""
+    scored: int
+    mean_reward: float | None
+    solved: float | None
+    wall_time_s: float
+    rollouts_per_s: float
+    """Finished jobs (state done) per second of wall time."""
+    stage_times: dict[str, Percentiles]
+    traces: int
+    trained_tokens: int
+    steps: list[StepReward]
+
+
+def percentiles(values: list[float]) -> Percentiles:
+    array = np.asarray(values, dtype=float)
+    if array.size == 0:
+        return Percentiles(count=0, mean=0.0, p50=0.0, p90=0.0, p99=0.0, max=0.0)
+    p50, p90, p99 = np.percentile(array, [50, 90, 99])
+    return Percentiles(
+        count=int(array.size),
+        mean=float(array.mean()),
+        p50=float(p50),
+        p90=float(p90),
+        p99=float(p99),
+        max=float(array.max()),
+    )
+
+
+def step_of(result: JobResult) -> int | None:
+    for key in ("step", "policy_version"):
+        value = result.metadata.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def reward_per_step(results: list[JobResult]) -> list[StepReward]:
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for result in results:
+        if result.reward is not None:
+            by_step[step_of(result) or 0].append(result.reward)
+    return [
+        StepReward(
+            step=step,
+            jobs=len(rewards),
+            mean_reward=fmean(rewards),
+            solved=sum(r > 0 for r in rewards) / len(rewards),
+        )
+        for step, rewards in sorted(by_step.items())
+    ]
+
+
+def summarize(results: list[JobResult], run_spans: list[Span] | None = None) -> RunSummary:
+    run_spans = run_spans if run_spans is not None else spans(results)
+    rewards = [r.reward for r in results if r.reward is not None]
+    wall = max((s.finished for s in run_spans), default=0.0) - min(
+        (s.submitted for s in run_spans), default=0.0
+    )
+    done = sum(r.state is JobState.done for r in results)
+    traces = [t for r in results for t in r.trajectory.traces]
+    return RunSummary(
+        jobs=len(results),
+        by_state=dict(Counter(r.state.value for r in results).most_common()),
+        by_handler=dict(Counter(r.handler for r in results).most_common()),
+        errors=dict(Counter(f"{r.error.stage}/{r.error.type}" for r in results if r.error).most_common()),
+        scored=len(rewards),
+        mean_reward=fmean(rewards) if rewards else None,
+        solved=sum(r > 0 for r in rewards) / len(rewards) if rewards else None,
+        wall_time_s=wall,
+        rollouts_per_s=done / wall if wall > 0 else 0.0,
+        stage_times={
+            stage: percentiles([float(getattr(r.timings, stage)) for r in results]) for stage in TIMED
+        },
+        traces=len(traces),
+        trained_tokens=sum(sum(t.loss_mask) for t in traces),
+        steps=reward_per_step(results),
+    )
+
+
+def throughput_series(run_spans: list[Span], bins: int = 30) -> tuple[list[float], list[float]]:
+    """(bin centres in s, finished jobs per second in each bin) over the run's wall time."""
+    finished = sorted(s.finished for s in run_spans)
+    if not finished:
+        return [], []
+    end = max(finished[-1], 1e-9)
+    edges = np.linspace(0.0, end, bins + 1)
+    counts, _ = np.histogram(finished, bins=edges)
+    width = edges[1] - edges[0]
+    centres = (edges[:-1] + edges[1:]) / 2
+    return centres.tolist(), (counts / width).tolist()
