@@ -5,7 +5,7 @@ answer must match the response schema the API declares.
 The farm here is this module's own `LocalFarm` on its own Redis, so endpoints with farm-wide side
 effects (`/stop`, `/clear_llm_server`, `/add_llm_server` with junk, `/cancel` by policy version) can be
 fuzzed without disturbing the session farm; after such a call the farm is put back (accepting, one
-healthy backend). Known defects are pinned below as strict xfails with the request that shows them.
+healthy backend). Defects this run found are kept below as tests, with the request that showed them.
 """
 
 from __future__ import annotations
@@ -33,9 +33,6 @@ schema = schemathesis.openapi.from_dict(create_app().openapi())
 
 # Calls after which the farm is put back into its normal state before the next case.
 DISTURBING = {"/stop", "/clear_llm_server", "/add_llm_server", "/cancel"}
-# Its 422 answers break the declared error schema (pinned by the xfails below): only 5xx and
-# content types are checked there until that is fixed.
-EXPORT = "/gateway/sessions/{session_id}/export"
 
 
 class SchemaFarm:
@@ -95,27 +92,29 @@ def test_no_server_errors_or_schema_violations(case: schemathesis.Case, schema_f
     if case.operation.path == "/process" and isinstance(case.body, dict):
         # Never hold the connection for a generated job's whole run.
         case.body = {**case.body, "wait": False}
-    checks = [not_a_server_error, content_type_conformance] if case.operation.path == EXPORT else CHECKS
     try:
-        case.call_and_validate(base_url=schema_farm.local.api_url, checks=checks)
+        case.call_and_validate(base_url=schema_farm.local.api_url, checks=CHECKS)
     finally:
         if case.operation.path in DISTURBING:
             schema_farm.restore()
 
 
-# --- Found by the run above; pinned until the API is fixed ------------------------------------------
+# --- Found by the run above and fixed; kept so they stay fixed -------------------------------------
+
+
+class KnownDefect(AssertionError):
+    pass
+
+
+def defect_unless(condition: bool, message: str) -> None:
+    if not condition:
+        raise KnownDefect(message)
 
 
 def _documented(path: str, method: str) -> set[str]:
     return set(create_app().openapi()["paths"][path][method]["responses"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="POST /gateway/sessions/{id}/export answers 422 with `detail` as a string, not the declared "
-    "HTTPValidationError list: for an unknown builder, and for unknown `config` keys (passed to the "
-    "builder as kwargs; the TypeError text leaks the Python function name)",
-)
 @pytest.mark.parametrize(
     "body",
     [{"builder": "no-such-builder"}, {"builder": "prefix_merging", "config": {"bogus": 1}}],
@@ -126,7 +125,7 @@ def test_export_rejections_match_the_declared_error_schema(
 ) -> None:
     response = schema_farm.http.post(f"/gateway/sessions/{schema_farm.session_id}/export", json=body)
     assert response.status_code == 422
-    assert isinstance(response.json()["detail"], list)
+    defect_unless(isinstance(response.json()["detail"], list), f"detail is {response.json()['detail']!r}")
 
 
 UNDOCUMENTED_STATUS: list[tuple[str, str, str, dict[str, Any] | bytes | None, int]] = [
@@ -134,16 +133,13 @@ UNDOCUMENTED_STATUS: list[tuple[str, str, str, dict[str, Any] | bytes | None, in
     ("post", "/cancel", "/cancel", {"job_id": "no-such-job"}, 404),
     ("get", "/rollout/task/{task_id}", "/rollout/task/no-such-task", None, 404),
     ("get", "/gateway/sessions/{session_id}", "/gateway/sessions/no-such-session", None, 404),
-    ("post", "/process", "/process", b"{not json", 400),
+    ("post", "/gateway/sessions/{session_id}/end", "/gateway/sessions/no-such-session/end", None, 404),
+    # A body that is not UTF-8: Starlette's "There was an error parsing the body".
+    ("post", "/process", "/process", b"\xff\xfe\x00", 400),
+    ("post", "/rollout/task/submit", "/rollout/task/submit", b"\xff\xfe\x00", 400),
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="status codes the API answers but does not declare in its OpenAPI: 404 for unknown ids, "
-    "400 for a body that is not JSON (FastAPI's default), 503 from /process and /rollout/task/submit "
-    "after /stop; the routes need `responses={...}`",
-)
 @pytest.mark.parametrize(("method", "template", "path", "body", "status"), UNDOCUMENTED_STATUS)
 def test_answered_status_codes_are_documented(
     schema_farm: SchemaFarm,
@@ -159,19 +155,27 @@ def test_answered_status_codes_are_documented(
         )
     else:
         response = schema_farm.http.request(method, path, json=body)
-    assert response.status_code == status
-    assert str(status) in _documented(template, method)
+    assert response.status_code == status, response.text
+    defect_unless(str(status) in _documented(template, method), f"{status} is not documented")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="/process answers 503 after /stop (as SPEC says) but its OpenAPI does not declare 503",
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/process", {"instance": {"handler": "noop"}, "wait": False}),
+        ("/rollout/task/submit", {"task_id": "schema-stopped", "instance": {"handler": "noop"}}),
+    ],
 )
-def test_stopped_farm_answer_is_documented(schema_farm: SchemaFarm) -> None:
+def test_stopped_farm_answer_is_documented(schema_farm: SchemaFarm, path: str, body: dict[str, Any]) -> None:
     try:
         schema_farm.http.post("/stop").raise_for_status()
-        response = schema_farm.http.post("/process", json={"instance": {"handler": "noop"}, "wait": False})
+        response = schema_farm.http.post(path, json=body)
     finally:
         schema_farm.restore()
-    assert response.status_code == 503
-    assert "503" in _documented("/process", "post")
+    assert response.status_code == 503, response.text
+    defect_unless("503" in _documented(path, "post"), "503 is not documented")
+
+
+def test_cancel_rejects_a_boolean_policy_version(schema_farm: SchemaFarm) -> None:
+    response = schema_farm.http.post("/cancel", json={"older_than_policy_version": False})
+    defect_unless(response.status_code == 422, f"answered {response.status_code}: {response.text}")
