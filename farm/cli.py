@@ -11,6 +11,7 @@ import click
 
 from farm.gateway.cli import gateway
 from farm.llm.cli import llm
+from farm.report.cli import report
 from farm.settings import get_settings
 
 
@@ -120,6 +121,7 @@ def demo(
 
 main.add_command(llm)
 main.add_command(gateway)
+main.add_command(report)
 
 if __name__ == "__main__":
     main()

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from farm import keys
 from farm.api.cancel import cancel_jobs, resolve_targets
 from farm.api.queues import queue_depths
+from farm.api.responses import errors
 from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import new_job_id, validate_instance
@@ -21,7 +22,7 @@ from farm.models.results import JobResult
 from farm.workers import live_workers_async
 
 log = logging.getLogger(__name__)
-router = APIRouter(dependencies=[Depends(require_token)])
+router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401, 413))
 health_router = APIRouter()
 
 
@@ -33,7 +34,10 @@ async def ensure_accepting(farm: FarmState) -> None:
 @router.post(
     "/process",
     response_model=JobResult,
-    responses={202: {"description": "wait=false: the job id; the result comes from GET /jobs/{job_id}"}},
+    responses={
+        202: {"description": "wait=false: the job id; the result comes from GET /jobs/{job_id}"},
+        **errors(400, 503),
+    },
 )
 async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -> Any:
     """Run one rollout. wait=true answers with the final JobResult; wait=false answers 202 at once."""
@@ -59,7 +63,7 @@ async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -
     return record.snapshot()
 
 
-@router.get("/jobs/{job_id}", response_model=JobResult)
+@router.get("/jobs/{job_id}", response_model=JobResult, responses=errors(404))
 async def get_job(job_id: str, farm: FarmState = Depends(farm_state)) -> JobResult:
     record = await farm.store.get(job_id)
     if record is None:
@@ -67,7 +71,7 @@ async def get_job(job_id: str, farm: FarmState = Depends(farm_state)) -> JobResu
     return record.snapshot()
 
 
-@router.post("/cancel")
+@router.post("/cancel", responses=errors(404))
 async def cancel(body: CancelRequest, farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     """Idempotent. By job, task, group_id, or every active job older than a policy version."""
     targets = await resolve_targets(farm, body)

@@ -10,11 +10,12 @@ from prometheus_client.registry import Collector
 
 from farm import keys
 from farm.api.queues import queue_depths
+from farm.api.responses import errors
 from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.models.results import STAGES, TERMINAL_STATES
 
-router = APIRouter(dependencies=[Depends(require_token)])
+router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401))
 
 
 class _Snapshot(Collector):

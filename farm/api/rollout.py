@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 
 from farm import keys
 from farm.api.management import ensure_accepting
+from farm.api.responses import errors
 from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import validate_instance
@@ -20,7 +21,7 @@ from farm.models.results import JobState
 from farm.models.tasks import SessionStatus, SubmitResponse, TaskRequest, TaskStatus
 from farm.workers import live_workers_async
 
-router = APIRouter(prefix="/rollout", dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/rollout", dependencies=[Depends(require_token)], responses=errors(401, 413))
 
 
 def task_instance(body: TaskRequest) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def task_instance(body: TaskRequest) -> dict[str, Any]:
     return instance
 
 
-@router.post("/task/submit", response_model=SubmitResponse)
+@router.post("/task/submit", response_model=SubmitResponse, responses=errors(400, 503))
 async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) -> SubmitResponse:
     instance = task_instance(body)
     loc = ("body", "agent", "harness") if body.agent.harness else ("body", "instance")
@@ -88,7 +89,7 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
     return SubmitResponse(task_id=body.task_id, session_ids=ids)
 
 
-@router.get("/task/{task_id}", response_model=TaskStatus)
+@router.get("/task/{task_id}", response_model=TaskStatus, responses=errors(404))
 async def get_task(task_id: str, farm: FarmState = Depends(farm_state)) -> TaskStatus:
     raw = await farm.redis.hget(keys.task(task_id), "session_ids")
     if raw is None:

@@ -14,9 +14,11 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
+from farm.api.responses import errors
 from farm.api.security import require_token
 from farm.builders import CompletionRecord, CompletionTimings, build_traces, builder_names
 from farm.gateway.backends import BackendSource
@@ -40,7 +42,7 @@ from farm.models import Trace
 _CONTROL_KEYS = ("model", "sampling_params")
 
 
-router = APIRouter(prefix="/gateway")
+router = APIRouter(prefix="/gateway", responses=errors(404, 413))
 management = [Depends(require_token)]
 
 
@@ -79,7 +81,7 @@ async def _session(runtime: GatewayRuntime, session_id: str) -> SessionInfo:
         raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
 
 
-@router.post("/sessions", dependencies=management)
+@router.post("/sessions", dependencies=management, responses=errors(401))
 async def create_session(
     body: CreateSessionRequest, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> CreateSessionResponse:
@@ -89,13 +91,13 @@ async def create_session(
     )
 
 
-@router.get("/sessions/{session_id}", dependencies=management)
+@router.get("/sessions/{session_id}", dependencies=management, responses=errors(401))
 async def get_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, Any]:
     info = await _session(runtime, session_id)
     return {**info.model_dump(), "completion_count": await runtime.store.completion_count(session_id)}
 
 
-@router.post("/sessions/{session_id}/reward", dependencies=management)
+@router.post("/sessions/{session_id}/reward", dependencies=management, responses=errors(401, 409))
 async def set_reward(
     session_id: str, body: RewardRequest, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> dict[str, Any]:
@@ -111,7 +113,7 @@ async def set_reward(
     return {"ok": True, "completion_id": rewarded}
 
 
-@router.post("/sessions/{session_id}/end", dependencies=management)
+@router.post("/sessions/{session_id}/end", dependencies=management, responses=errors(401))
 async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, int]:
     try:
         count = await runtime.store.end(session_id)
@@ -121,7 +123,7 @@ async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_run
     return {"completion_count": count}
 
 
-@router.get("/sessions/{session_id}/completions", dependencies=management)
+@router.get("/sessions/{session_id}/completions", dependencies=management, responses=errors(401))
 async def list_completions(
     session_id: str, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> list[CompletionRecord]:
@@ -131,7 +133,7 @@ async def list_completions(
         raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
 
 
-@router.post("/sessions/{session_id}/export", dependencies=management)
+@router.post("/sessions/{session_id}/export", dependencies=management, responses=errors(401))
 async def export_session(
     session_id: str, body: ExportRequest | None = None, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> ExportResponse:
@@ -141,13 +143,25 @@ async def export_session(
     strategy = body.style or body.builder
     metadata = {k: v for k, v in info.metadata.items() if k not in _CONTROL_KEYS}
     metadata.update(session_id=session_id, task_id=info.task_id)
+    if strategy not in builder_names():
+        field = "style" if body.style else "builder"
+        raise _invalid(field, f"unknown builder {strategy!r}; builders: {', '.join(builder_names())}")
     try:
         traces = build_traces(strategy, records, discount=body.discount, metadata=metadata, **body.config)
-    except (ValueError, TypeError) as exc:
-        raise HTTPException(
-            status_code=422, detail=f"{exc}; builders: {', '.join(builder_names())}"
+    except TypeError:
+        raise _invalid(
+            "config", f"options not understood by the {strategy} builder: {sorted(body.config)}"
         ) from None
+    except ValueError as exc:
+        raise _invalid("config", str(exc)) from None
     return ExportResponse(traces=traces)
+
+
+def _invalid(field: str, message: str) -> RequestValidationError:
+    """A 422 in FastAPI's own shape (a list naming the field), like every other validation error."""
+    return RequestValidationError(
+        [{"type": "value_error", "loc": ("body", field), "msg": message, "input": None}]
+    )
 
 
 # ---- model endpoints -------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 
 class SamplingParams(BaseModel):
@@ -40,7 +40,7 @@ class CancelRequest(BaseModel):
     job_id: str | None = None
     task_id: str | None = None
     group_id: str | None = None
-    older_than_policy_version: int | None = None
+    older_than_policy_version: StrictInt | None = None
     """Cancel every active job whose metadata.policy_version is lower (stale-job cleanup)."""
 
 

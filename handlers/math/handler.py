@@ -63,6 +63,7 @@ class MathHandler(AgentHandler):
             "task_id": ctx.spec.task_id,
             "handler": self.name,
             "builder": "agent_loop",
+            "backend": ctx.policy.backends_used[-1] if ctx.policy.backends_used else None,
             "backends": ctx.policy.backends_used,
             "turns": episode.turns,
             "tool_calls": episode.tool_calls,

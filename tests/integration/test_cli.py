@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -31,9 +32,17 @@ def all_gone(procs: list[psutil.Process], timeout_s: float = 15) -> list[psutil.
     return alive
 
 
-def test_farm_up_serves_and_ctrl_c_leaves_no_process(redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+@pytest.fixture
+def own_redis() -> Iterator[EmbeddedRedis]:
+    """Not the session's Redis: a second farm on it would share queues with the session farm."""
+    server = EmbeddedRedis().start()
+    yield server
+    server.stop()
+
+
+def test_farm_up_serves_and_ctrl_c_leaves_no_process(own_redis: EmbeddedRedis, tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "FARM_REDIS_URL": redis_server.url, "FARM_WORKDIR": str(tmp_path)}
+    env = {**os.environ, "FARM_REDIS_URL": own_redis.url, "FARM_WORKDIR": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "farm.cli", "up", "--port", str(port), "--run-concurrency", "2"],
         env=env,
@@ -66,9 +75,9 @@ def test_farm_up_serves_and_ctrl_c_leaves_no_process(redis_server: EmbeddedRedis
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def test_farm_demo_runs_a_batch_and_writes_trajectories(redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+def test_farm_demo_runs_a_batch_and_writes_trajectories(own_redis: EmbeddedRedis, tmp_path: Path) -> None:
     out = tmp_path / "demo.jsonl"
-    env = {**os.environ, "FARM_REDIS_URL": redis_server.url, "FARM_WORKDIR": str(tmp_path / "work")}
+    env = {**os.environ, "FARM_REDIS_URL": own_redis.url, "FARM_WORKDIR": str(tmp_path / "work")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "farm.cli", "demo", "--tasks", "4", "--samples", "2", "--out", str(out)],
         env=env,
@@ -89,5 +98,5 @@ def test_farm_demo_runs_a_batch_and_writes_trajectories(redis_server: EmbeddedRe
     assert "rollouts/s" in output and "mean reward" in output
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 8
-    assert {line["state"] for line in lines} == {"done"}
+    assert {line["state"] for line in lines} == {"done"}, [line["error"] for line in lines if line["error"]]
     assert all_gone(list({p.pid: p for p in seen}.values()), timeout_s=5) == []
