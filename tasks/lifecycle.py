@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from farm import keys
 from farm.agent.policy import PolicyClient
 from farm.chat.tokenizer import ChatTokenizer
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
@@ -45,6 +46,8 @@ class Attempt:
         self.record = record
         self.stage = stage
         self.token = token
+        self.pinned = record.fields.get("backend_pinned") == "1"
+        """Whether the job has used a backend (and so holds a pin to release when it ends)."""
 
     @property
     def job_id(self) -> str:
@@ -53,7 +56,8 @@ class Attempt:
     def finish(self, result: JobResult) -> bool:
         if not self.store.finalize(result, token=self.token):
             return False
-        backend_pool().release(result.job_id)
+        if self.pinned:
+            backend_pool().release(result.job_id)
         log.info("job %s ended %s", result.job_id, result.state.value)
         return True
 
@@ -62,13 +66,20 @@ class Attempt:
 
 
 def _context(
-    record: JobRecord, handler: AgentHandler, stage: str, interruption: Callable[[], str | None]
+    record: JobRecord,
+    handler: AgentHandler,
+    stage: str,
+    interruption: Callable[[], str | None],
+    attempt: Attempt | None = None,
 ) -> JobContext:
     settings = get_settings()
     timings = record.timings()
     started = time.monotonic()
 
     def policy_factory(ctx: JobContext) -> PolicyClient:
+        if attempt is not None and not attempt.pinned:
+            attempt.pinned = True  # remembered in the record, so whichever stage ends the job releases it
+            job_store().r.hset(keys.job(ctx.job_id), "backend_pinned", "1")
         return PolicyClient(backend_pool(), ctx.job_id, ctx.check, ctx.remaining)
 
     return JobContext(
@@ -124,7 +135,7 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> str:
     try:
         try:
             handler = get_handler(record.spec.handler)
-            ctx = _context(record, handler, stage, lambda: monitor.interruption(job_id))
+            ctx = _context(record, handler, stage, lambda: monitor.interruption(job_id), attempt)
         except Exception as exc:  # unknown handler after a deploy, instance no longer valid, ...
             attempt.finish(
                 terminal_result(

@@ -16,6 +16,7 @@ from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import new_job_id, validate_instance
 from farm.jobs.spec import JobSpec
+from farm.jobs.store import JobRecord
 from farm.models.backends import BackendInfo
 from farm.models.requests import AddLLMServerRequest, CancelRequest, ProcessRequest
 from farm.models.results import JobResult
@@ -27,8 +28,12 @@ health_router = APIRouter()
 
 
 async def ensure_accepting(farm: FarmState) -> None:
-    if await farm.redis.get(keys.ACCEPTING) == b"0":
+    if not await farm.accepting():
         raise HTTPException(status_code=503, detail="the farm is stopped; POST /start to accept work")
+
+
+def job_response(record: JobRecord) -> Response:
+    return Response(record.snapshot_json(), media_type="application/json")
 
 
 @router.post(
@@ -60,15 +65,15 @@ async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -
         raise HTTPException(status_code=404, detail=f"job {spec.job_id} expired")
     if not record.state.terminal:
         return JSONResponse({"job_id": spec.job_id, "state": record.state.value}, status_code=202)
-    return record.snapshot()
+    return job_response(record)
 
 
 @router.get("/jobs/{job_id}", response_model=JobResult, responses=errors(404))
-async def get_job(job_id: str, farm: FarmState = Depends(farm_state)) -> JobResult:
+async def get_job(job_id: str, farm: FarmState = Depends(farm_state)) -> Response:
     record = await farm.store.get(job_id)
     if record is None:
         raise HTTPException(status_code=404, detail=f"unknown job {job_id}")
-    return record.snapshot()
+    return job_response(record)
 
 
 @router.post("/cancel", responses=errors(404))
@@ -102,14 +107,14 @@ async def llm_servers(farm: FarmState = Depends(farm_state)) -> list[BackendInfo
 
 @router.post("/start")
 async def start(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
-    await farm.redis.set(keys.ACCEPTING, "1")
+    await farm.set_accepting(True)
     return {"accepting": True}
 
 
 @router.post("/stop")
 async def stop(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     """Refuse new work (503) until /start, and cancel every job in flight (their sandboxes stop)."""
-    await farm.redis.set(keys.ACCEPTING, "0")
+    await farm.set_accepting(False)
     states = await cancel_jobs(farm, await farm.store.active_ids())
     return {"accepting": False, "cancelled": len(states)}
 
@@ -120,7 +125,7 @@ async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     node_queues = sorted({q for w in workers for q in w.get("queues", []) if q.startswith("run.")})
     depths = await queue_depths(farm.redis, ["init", "run", "eval", *node_queues])
     return {
-        "accepting": await farm.redis.get(keys.ACCEPTING) != b"0",
+        "accepting": await farm.accepting(),
         "queues": depths,
         "jobs": await farm.store.counts_by_state(),
         "active_jobs": await farm.redis.scard(keys.ACTIVE_JOBS),

@@ -65,6 +65,11 @@ class JobRecord:
         raw = self.fields.get(name)
         return json.loads(raw) if raw else None
 
+    def snapshot_json(self) -> str:
+        """snapshot() as JSON; a stored result is returned as stored (no parse, no re-encode: results
+        carry every token id of every trace)."""
+        return self.fields.get("result") or self.snapshot().model_dump_json()
+
     def snapshot(self) -> JobResult:
         """The result if terminal, else a progress view with the state it is in now."""
         done = self.result
