@@ -10,6 +10,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -55,6 +56,13 @@ def _reap_children() -> None:
         for sandbox_id, proc in list(_children.items()):
             if proc.poll() is not None:
                 del _children[sandbox_id]
+
+
+def host_paths_under_tmp() -> list[str]:
+    """What the execution server needs from the host that the sandbox's private /tmp would hide: a
+    virtual environment (its interpreter) and import-path entries created under /tmp."""
+    wanted = [sys.prefix, os.path.dirname(sys.executable), *host_import_path()]
+    return list(dict.fromkeys(p for p in wanted if p.startswith("/tmp/") and os.path.exists(p)))
 
 
 class LocalRuntime:
@@ -129,8 +137,8 @@ class LocalRuntime:
         )
         if not host_root:
             layout.ro_binds.append((str(PACKAGE_DIR), f"{IMAGE_LIB_DIR}/containers"))
-        else:  # the sandbox's /tmp is private: bring along import-path entries that live there
-            layout.ro_binds += [(p, p) for p in host_import_path() if p.startswith("/tmp/")]
+        else:  # the sandbox's /tmp is private: bring along the interpreter and import path living there
+            layout.ro_binds += [(p, p) for p in host_paths_under_tmp()]
         command = server_command(spec, host_root=host_root, ready_fd=ready_w, tcp_host=handle.loopback_ip)
         argv = build_argv(bwrap, layout, command)
         cgroup_procs = os.path.join(handle.cgroup, "cgroup.procs") if handle.cgroup else None
