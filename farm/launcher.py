@@ -121,6 +121,7 @@ class LocalFarm:
                 self.llm_urls.append(f"http://127.0.0.1:{port}/v1")
         uvicorn = ["uvicorn", "farm.api.app:create_app", "--factory", "--host", "127.0.0.1"]
         uvicorn += ["--port", str(self.api_port), "--log-level", "warning", "--no-access-log"]
+        uvicorn += ["--timeout-keep-alive", "75"]  # trainers hold pools of keep-alive connections
         self._spawn("api", [sys.executable, "-m", *uvicorn])
         tag = f"{self.api_port}"
         for i, worker in enumerate(self.workers):

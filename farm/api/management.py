@@ -60,12 +60,12 @@ async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -
     await farm.submitter.submit(spec)  # an existing job id is not queued again
     if not body.wait:
         return JSONResponse({"job_id": spec.job_id}, status_code=202)
-    record = await farm.waiter.wait(spec.job_id, farm.settings.process_wait_s)
-    if record is None:
+    peek = await farm.waiter.wait(spec.job_id, farm.settings.process_wait_s)
+    if peek is None:
         raise HTTPException(status_code=404, detail=f"job {spec.job_id} expired")
-    if not record.state.terminal:
-        return JSONResponse({"job_id": spec.job_id, "state": record.state.value}, status_code=202)
-    return job_response(record)
+    if peek.result_json is None:
+        return JSONResponse({"job_id": spec.job_id, "state": peek.state.value}, status_code=202)
+    return Response(peek.result_json, media_type="application/json")
 
 
 @router.get("/jobs/{job_id}", response_model=JobResult, responses=errors(404))

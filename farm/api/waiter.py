@@ -12,7 +12,7 @@ from collections import defaultdict
 import redis.asyncio as aioredis
 
 from farm import keys
-from farm.jobs.store import AsyncJobStore, JobRecord
+from farm.jobs.store import AsyncJobStore, JobPeek
 
 log = logging.getLogger(__name__)
 RECHECK_S = 1.0
@@ -53,20 +53,21 @@ class JobWaiter:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
 
-    async def wait(self, job_id: str, timeout_s: float) -> JobRecord | None:
-        """The record once terminal, or as it is when the timeout passes (None if unknown)."""
+    async def wait(self, job_id: str, timeout_s: float) -> JobPeek | None:
+        """The job's state and stored result once terminal, or its state when the timeout passes
+        (None if unknown). Reads two fields per wake-up, never the whole record."""
         event = asyncio.Event()
         self._events[job_id].append(event)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         try:
             while True:
-                record = await self.store.get(job_id)
-                if record is None or record.state.terminal:
-                    return record
+                peek = await self.store.peek(job_id)
+                if peek is None or peek.terminal:
+                    return peek
                 left = deadline - loop.time()
                 if left <= 0:
-                    return record
+                    return peek
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), min(RECHECK_S, left))
                 event.clear()

@@ -19,6 +19,18 @@ REVOKED_KEEP_S = 24 * 3600
 
 
 @dataclass
+class JobPeek:
+    """A job's state and, once it has ended, its result exactly as stored (JSON)."""
+
+    state: JobState
+    result_json: str | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.terminal
+
+
+@dataclass
 class JobRecord:
     """A parsed view of `farm:job:{id}`."""
 
@@ -245,6 +257,12 @@ class AsyncJobStore:
 
     async def get(self, job_id: str) -> JobRecord | None:
         return JobRecord.parse(await self.r.hgetall(keys.job(job_id)))
+
+    async def peek(self, job_id: str) -> JobPeek | None:
+        state, result = await self.r.hmget(keys.job(job_id), "state", "result")
+        if state is None:
+            return None
+        return JobPeek(JobState(_s(state)), _s(result) if result is not None else None)
 
     async def get_many(self, job_ids: list[str]) -> list[JobRecord | None]:
         pipe = self.r.pipeline(transaction=False)
