@@ -45,7 +45,11 @@ with runtime.start(SandboxSpec(limits=ResourceLimits(max_processes=40))) as sand
     report["bash"] = sandbox.tool("bash", command="cd /tmp && echo $PWD").output
     bomb = sandbox.exec("bomb() { bomb | bomb & }; bomb", timeout=3)
     report["bomb_limited"] = "Resource temporarily unavailable" in bomb.stderr
-    report["after_bomb"] = sandbox.exec("echo alive").stdout
+    # The bomb's processes count against the user's process limit until they are all reaped.
+    deadline = time.monotonic() + 10
+    while (alive := sandbox.exec("echo alive").stdout) != "alive\n" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    report["after_bomb"] = alive
     report["init_pid"] = sandbox.info.init_pid
 print(json.dumps(report))
 """
