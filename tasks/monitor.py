@@ -88,8 +88,8 @@ class JobMonitor:
                     self._revoked |= revoked & self._leases.keys()
                     # Only if the same attempt still runs: a stage that just ended gave its lease back.
                     self._lost |= {j for j in lost if self._leases.get(j) == leases[j]}
-                if lost:
-                    log.warning("lost the lease of %s", ", ".join(sorted(lost)))
+                if lost:  # also the moment between a stage giving its lease back and leaving the monitor
+                    log.info("no longer holding the lease of %s", ", ".join(sorted(lost)))
             except redis.RedisError:
                 log.warning("job monitor could not reach Redis", exc_info=True)
 

@@ -10,28 +10,9 @@ import pytest
 
 from farm.launcher import LocalFarm
 from farm.models.results import JobResult, JobState
+from tests.integration.jobs import submit, wait_state
 
 pytestmark = pytest.mark.integration
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def submit(api: httpx.Client, instance: dict, **body: object) -> str:
-    job_id = new_id(instance["handler"])
-    response = api.post("/process", json={"instance": instance, "job_id": job_id, "wait": False, **body})
-    assert response.status_code == 202, response.text
-    return job_id
-
-
-def wait_state(api: httpx.Client, job_id: str, states: set[str], timeout_s: float = 30) -> JobResult:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = JobResult.model_validate(api.get(f"/jobs/{job_id}").json())
-        if result.state.value in states or time.monotonic() > deadline:
-            return result
-        time.sleep(0.02)
 
 
 def test_cancel_a_running_job(api: httpx.Client) -> None:
@@ -53,7 +34,7 @@ def test_cancel_unknown_job_is_404(api: httpx.Client) -> None:
 
 
 def test_cancel_by_task_and_by_stale_policy_version(api: httpx.Client) -> None:
-    task_id = new_id("task")
+    task_id = f"task-{uuid.uuid4().hex[:8]}"
     body = {"task_id": task_id, "instance": {"handler": "noop", "run_s": 30}, "num_samples": 3}
     sessions = api.post("/rollout/task/submit", json=body).json()["session_ids"]
     cancelled = api.post("/cancel", json={"task_id": task_id}).json()

@@ -10,7 +10,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +23,7 @@ from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.jobs.dispatch import send_stages
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
+from tests.integration.jobs import submit, wait_state
 
 pytestmark = pytest.mark.integration
 
@@ -58,22 +58,6 @@ def fapi(faulty_farm: LocalFarm) -> Iterator[httpx.Client]:
         yield client
 
 
-def submit(api: httpx.Client, instance: dict, **body: object) -> str:
-    job_id = f"f-{uuid.uuid4().hex[:10]}"
-    response = api.post("/process", json={"instance": instance, "job_id": job_id, "wait": False, **body})
-    assert response.status_code == 202, response.text
-    return job_id
-
-
-def wait_until(api: httpx.Client, job_id: str, states: set[str], timeout_s: float) -> JobResult:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = JobResult.model_validate(api.get(f"/jobs/{job_id}").json())
-        if result.state.value in states or time.monotonic() > deadline:
-            return result
-        time.sleep(0.05)
-
-
 def job_fields(farm: LocalFarm, job_id: str) -> dict[str, str]:
     client = redis.Redis.from_url(farm.redis_url, decode_responses=True)
     try:
@@ -96,7 +80,7 @@ def worker_holding(farm: LocalFarm, job_id: str, timeout_s: float = 10) -> str:
 
 def test_a_killed_run_stage_resumes_elsewhere_within_15_s(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
     job_id = submit(fapi, {"handler": "noop", "run_s": 4})
-    assert wait_until(fapi, job_id, {"run"}, 10).state is JobState.run
+    assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
     victim = worker_holding(faulty_farm, job_id)
     first_token = job_fields(faulty_farm, job_id)["lease_token"]
     faulty_farm.kill(victim, signal.SIGKILL)
@@ -109,7 +93,7 @@ def test_a_killed_run_stage_resumes_elsewhere_within_15_s(faulty_farm: LocalFarm
             assert time.monotonic() - killed_at < 15, "the killed stage was not resumed within 15 s"
             time.sleep(0.1)
         resumed_after = time.monotonic() - killed_at
-        result = wait_until(fapi, job_id, {"done", "failed"}, 30)
+        result = wait_state(fapi, job_id, {"done", "failed"}, 30)
         assert result.state is JobState.done, result.error
         assert resumed_after < 15
         assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
@@ -123,11 +107,11 @@ def test_a_duplicate_delivery_never_runs_a_stage_twice(faulty_farm: LocalFarm, f
     celery = create_app()
     celery.conf.broker_url = faulty_farm.redis_url
     job_id = submit(fapi, {"handler": "noop", "run_s": 2})
-    assert wait_until(fapi, job_id, {"run"}, 10).state is JobState.run
+    assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
     token = job_fields(faulty_farm, job_id)["lease_token"]
     # What a visibility-timeout redelivery would do: the same stage again while it runs.
     send_stages(celery, job_id, {"run": f"{job_id}.run.dup", "eval": f"{job_id}.eval.dup"})
-    result = wait_until(fapi, job_id, {"done", "failed"}, 20)
+    result = wait_state(fapi, job_id, {"done", "failed"}, 20)
     assert result.state is JobState.done
     assert result.timings.run == pytest.approx(2.0, abs=0.6)  # ran once, not twice
     fields = job_fields(faulty_farm, job_id)
@@ -143,7 +127,7 @@ def test_sigterm_gives_the_stage_back_and_the_worker_exits_promptly(
     faulty_farm: LocalFarm, fapi: httpx.Client
 ) -> None:
     job_id = submit(fapi, {"handler": "noop", "run_s": 30})
-    assert wait_until(fapi, job_id, {"run"}, 10).state is JobState.run
+    assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
     victim = worker_holding(faulty_farm, job_id)
     faulty_farm.kill(victim, signal.SIGTERM)
     try:
@@ -154,7 +138,7 @@ def test_sigterm_gives_the_stage_back_and_the_worker_exits_promptly(
             time.sleep(0.05)
         assert worker_holding(faulty_farm, job_id) != victim
         fapi.post("/cancel", json={"job_id": job_id})
-        assert wait_until(fapi, job_id, {"cancelled"}, 5).state is JobState.cancelled
+        assert wait_state(fapi, job_id, {"cancelled"}, 5).state is JobState.cancelled
     finally:
         faulty_farm.respawn(victim)
 
@@ -201,7 +185,7 @@ def test_a_callback_that_is_down_is_retried_while_the_result_stays_readable(fapi
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/results"
         job_id = submit(fapi, {"handler": "noop"}, callback_url=url)
-        assert wait_until(fapi, job_id, {"done"}, 10).state is JobState.done  # readable meanwhile
+        assert wait_state(fapi, job_id, {"done"}, 10).state is JobState.done  # readable meanwhile
         deadline = time.monotonic() + 20
         while len(_FlakyReceiver.seen) < 3:
             assert time.monotonic() < deadline, f"only {len(_FlakyReceiver.seen)} deliveries"
@@ -237,6 +221,6 @@ def test_a_message_taken_by_a_worker_that_died_before_starting_it_is_sent_again(
         assert taker.stdout.strip() == f"{job_id}.init", taker.stderr
     finally:
         faulty_farm.respawn("worker-init-0")
-    result = wait_until(fapi, job_id, {"done", "failed"}, 30)
+    result = wait_state(fapi, job_id, {"done", "failed"}, 30)
     assert result.state is JobState.done, result.error
     assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
