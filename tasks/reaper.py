@@ -90,11 +90,42 @@ def sweep_unacked(older_than_s: float | None = None) -> int:
     return resent
 
 
+def sweep_pending_sends(older_than_s: float | None = None) -> int:
+    """Jobs whose next stage was due to be sent but never was (the process that should have sent it
+    died first): send it now. A duplicate send is harmless; the stage refuses it at the door."""
+    store = job_store()
+    r = store.r
+    grace = get_settings().unacked_grace_s if older_than_s is None else older_than_s
+    due = [
+        _text(j) for j in r.zrangebyscore(keys.PENDING_SENDS, "-inf", time.time() - grace, start=0, num=100)
+    ]
+    resent = 0
+    for job_id in due:
+        if not r.zrem(keys.PENDING_SENDS, job_id):
+            continue  # another sweeper took it, or it was published meanwhile
+        record = store.get(job_id)
+        if record is None or record.state.terminal or record.fields.get("lease_token"):
+            continue
+        stage = next((s for s in STAGES if not record.stage_done(s)), None)
+        if stage is None:
+            continue
+        retries = int(r.hincrby(keys.job(job_id), "infra_retries", 1))
+        r.hincrby(keys.STATS, "retries_total:infra", 1)
+        resend(store, job_id, stage, retries, record.node or "")
+        resent += 1
+    return resent
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _loop() -> None:
     while not _stop.wait(REAP_EVERY_S):
         try:
             reap_once()
             sweep_unacked()
+            sweep_pending_sends()
         except redis.RedisError:
             log.warning("reaper could not reach Redis", exc_info=True)
         except Exception:

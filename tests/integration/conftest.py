@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
@@ -19,6 +20,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="session")
 def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
     logs = Path(tempfile.mkdtemp(prefix="farm-test-logs-"))
+    flush = redis.Redis.from_url(redis_server.url)
+    flush.flushdb()  # whatever other suites left on the session's Redis (backends, jobs) is not ours
+    flush.close()
     local = LocalFarm(
         redis_url=redis_server.url,
         workers=[

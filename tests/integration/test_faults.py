@@ -10,6 +10,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -221,6 +222,23 @@ def test_a_message_taken_by_a_worker_that_died_before_starting_it_is_sent_again(
         assert taker.stdout.strip() == f"{job_id}.init", taker.stderr
     finally:
         faulty_farm.respawn("worker-init-0")
+    result = wait_state(fapi, job_id, {"done", "failed"}, 30)
+    assert result.state is JobState.done, result.error
+    assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
+
+
+def test_a_job_whose_stage_was_never_sent_is_sent_by_the_sweep(
+    faulty_farm: LocalFarm, fapi: httpx.Client
+) -> None:
+    """The API (or a worker continuing a chain) died between recording a job and publishing its stage."""
+    from farm.jobs.dispatch import stage_task_ids
+    from farm.jobs.spec import JobSpec
+    from farm.jobs.store import JobStore
+
+    store = JobStore(redis.Redis.from_url(faulty_farm.redis_url), ttl_s=3600)
+    job_id = f"unsent-{uuid.uuid4().hex[:8]}"
+    spec = JobSpec(job_id=job_id, handler="noop", instance={"handler": "noop"}, timeout_s=60)
+    assert store.create(spec, stage_task_ids(job_id))  # recorded, never sent
     result = wait_state(fapi, job_id, {"done", "failed"}, 30)
     assert result.state is JobState.done, result.error
     assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
