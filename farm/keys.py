@@ -25,6 +25,7 @@ Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
     farm:worker:{hostname}       string JSON heartbeat of a live Celery worker (TTL 15 s)
     farm:draining:{hostname}     string set while that worker shuts down (its stages give their work back)
+    farm:stall_sweep             string lock: one worker at a time looks for stalled jobs
     farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage},
                                        jobs_total:{state}
 """
@@ -45,6 +46,7 @@ BACKENDS_INFLIGHT = "farm:backends:inflight"
 BACKENDS_UNHEALTHY = "farm:backends:unhealthy"
 BACKENDS_SEQ = "farm:backends:seq"
 ACCEPTING = "farm:accepting"
+STALL_SWEEP = "farm:stall_sweep"
 STATS = "farm:stats"
 WORKER_PREFIX = "farm:worker:"
 

@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     max_request_bytes: int = 8 * 1024 * 1024
     unacked_grace_s: float = 30.0
     """A stage message delivered this long ago and still not started is treated as lost and re-sent."""
+    stall_grace_s: float = 60.0
+    """A job waiting this long with no running stage and no message in any live queue is re-sent
+    (a worker died between taking its message and recording the delivery)."""
     process_wait_s: float = 3600.0
     """How long POST /process with wait=true holds the connection before answering 202."""
 

@@ -9,6 +9,7 @@ message (after the visibility timeout) is then refused by the stage's done/lease
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import threading
@@ -21,6 +22,7 @@ from celery.signals import worker_ready, worker_shutting_down
 from farm import keys
 from farm.models.results import STAGES
 from farm.settings import get_settings
+from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
 from tasks.resume import resend
 from tasks.services import job_store
@@ -45,9 +47,16 @@ def reap_once() -> int:
 
 
 def _stage_message(raw: str) -> tuple[str, str] | None:
+    """(job id, stage) of a kombu unacked entry ([message, exchange, routing key]) of a farm stage."""
+    try:
+        return _queued_stage(json.loads(raw)[0])
+    except (ValueError, IndexError, TypeError):
+        return None
+
+
+def _queued_stage(message: dict[str, Any]) -> tuple[str, str] | None:
     """(job id, stage) of a kombu message of a farm stage task, else None."""
     try:
-        message = json.loads(raw)[0]
         name = message["headers"]["task"]
         if not name.startswith("farm.") or name.removeprefix("farm.") not in STAGES:
             return None
@@ -116,6 +125,67 @@ def sweep_pending_sends(older_than_s: float | None = None) -> int:
     return resent
 
 
+def _jobs_with_messages(r: Any) -> set[str]:
+    """Job ids with a stage message waiting in a queue some live worker consumes, or delivered and
+    not yet acknowledged."""
+    queues = ["init", "run", "eval", *sorted(live_run_queues())]
+    pipe = r.pipeline(transaction=False)
+    for queue in queues:
+        for suffix in ("", "\x06\x163", "\x06\x166", "\x06\x169"):  # kombu's priority lists
+            pipe.lrange(queue + suffix, 0, -1)
+    pipe.hvals(UNACKED)
+    *queued, unacked = pipe.execute()
+    found = set()
+    for raw in (m for batch in queued for m in batch):
+        with contextlib.suppress(ValueError, TypeError):
+            if stage := _queued_stage(json.loads(raw)):
+                found.add(stage[0])
+    for raw in unacked:
+        if stage := _stage_message(_text(raw)):
+            found.add(stage[0])
+    return found
+
+
+def sweep_stalled(grace_s: float | None = None) -> int:
+    """Jobs waiting past the grace period with no running stage whose stage message is nowhere: a
+    worker died in the instant between taking it off the queue and kombu recording the delivery.
+    Send it again. At most one worker sweeps per half grace period (the scan reads every queue)."""
+    store = job_store()
+    r = store.r
+    grace = get_settings().stall_grace_s if grace_s is None else grace_s
+    if not r.set(keys.STALL_SWEEP, "1", nx=True, px=max(1000, int(grace * 500))):
+        return 0
+    now = time.time()
+    active = [_text(j) for j in r.smembers(keys.ACTIVE_JOBS)]
+    pipe = r.pipeline(transaction=False)
+    for job_id in active:
+        pipe.hmget(keys.job(job_id), "state", "enqueued_at", "lease_token")
+    suspects = [
+        job_id
+        for job_id, (state, enqueued, lease) in zip(active, pipe.execute(), strict=True)
+        if state and enqueued and not lease and now - float(enqueued) > grace
+    ]
+    if not suspects:
+        return 0
+    present = _jobs_with_messages(r)
+    pending = {_text(j) for j in r.zrange(keys.PENDING_SENDS, 0, -1)}
+    resent = 0
+    for job_id in suspects:
+        if job_id in present or job_id in pending:
+            continue
+        record = store.get(job_id)
+        if record is None or record.state.terminal or record.fields.get("lease_token"):
+            continue
+        stage = next((s for s in STAGES if not record.stage_done(s)), None)
+        if stage is None:
+            continue
+        retries = int(r.hincrby(keys.job(job_id), "infra_retries", 1))
+        r.hincrby(keys.STATS, "retries_total:infra", 1)
+        resend(store, job_id, stage, retries, record.node or "")
+        resent += 1
+    return resent
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -126,6 +196,7 @@ def _loop() -> None:
             reap_once()
             sweep_unacked()
             sweep_pending_sends()
+            sweep_stalled()
         except redis.RedisError:
             log.warning("reaper could not reach Redis", exc_info=True)
         except Exception:

@@ -43,7 +43,7 @@ def faulty_farm() -> Iterator[LocalFarm]:
             WorkerSpec("eval", concurrency=4),
         ],
         llm_servers=1,
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_UNACKED_GRACE_S": "3"},
+        env={"FARM_WORKDIR": str(logs / "work"), "FARM_UNACKED_GRACE_S": "3", "FARM_STALL_GRACE_S": "4"},
         log_dir=logs,
     )
     farm.start(timeout_s=90)
@@ -239,6 +239,30 @@ def test_a_job_whose_stage_was_never_sent_is_sent_by_the_sweep(
     job_id = f"unsent-{uuid.uuid4().hex[:8]}"
     spec = JobSpec(job_id=job_id, handler="noop", instance={"handler": "noop"}, timeout_s=60)
     assert store.create(spec, stage_task_ids(job_id))  # recorded, never sent
+    result = wait_state(fapi, job_id, {"done", "failed"}, 30)
+    assert result.state is JobState.done, result.error
+    assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
+
+
+def test_a_message_lost_in_delivery_is_sent_again(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
+    """The window kombu cannot cover: a worker took the message off the queue (BRPOP) and died before
+    recording the delivery, so the message is in no queue and not among the unacknowledged."""
+    faulty_farm.kill("worker-init-0", signal.SIGKILL)
+    faulty_farm.child("worker-init-0").wait(10)
+    time.sleep(0.5)  # let Redis drop the dead worker's blocked BRPOP before anything is queued
+    client = redis.Redis.from_url(faulty_farm.redis_url)
+    try:
+        job_id = submit(fapi, {"handler": "noop"})
+        for raw in client.lrange("init", 0, -1):
+            message = json.loads(raw)
+            if message["headers"]["id"] == f"{job_id}.init":
+                assert client.lrem("init", 1, raw) == 1  # gone, as in the lost delivery
+                break
+        else:
+            raise AssertionError("the job's init message was not queued")
+    finally:
+        faulty_farm.respawn("worker-init-0")
+        client.close()
     result = wait_state(fapi, job_id, {"done", "failed"}, 30)
     assert result.state is JobState.done, result.error
     assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
