@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from celery.signals import worker_ready, worker_shutting_down
@@ -26,6 +26,9 @@ from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
 from tasks.resume import resend
 from tasks.services import job_store
+
+if TYPE_CHECKING:
+    from farm.jobs.store import JobStore
 
 log = logging.getLogger(__name__)
 REAP_EVERY_S = 1.0
@@ -66,6 +69,21 @@ def _queued_stage(message: dict[str, Any]) -> tuple[str, str] | None:
         return None
 
 
+def resend_if_stuck(store: JobStore, job_id: str, stage: str | None = None) -> bool:
+    """Send `stage` (default: the job's first unfinished stage) again unless the job ended, that stage
+    is done, or a live attempt holds the lease. Counted as an infrastructure retry."""
+    record = store.get(job_id)
+    if record is None or record.state.terminal or record.fields.get("lease_token"):
+        return False
+    stage = stage or next((s for s in STAGES if not record.stage_done(s)), None)
+    if stage is None or record.stage_done(stage):
+        return False
+    retries = int(store.r.hincrby(keys.job(job_id), "infra_retries", 1))
+    store.r.hincrby(keys.STATS, "retries_total:infra", 1)
+    resend(store, job_id, stage, retries, record.node or "")
+    return True
+
+
 def sweep_unacked(older_than_s: float | None = None) -> int:
     """Messages a worker took but never started (its connection or process died first) wait in
     kombu's `unacked` hash for the visibility timeout (hours). A stage begins within milliseconds of
@@ -78,24 +96,13 @@ def sweep_unacked(older_than_s: float | None = None) -> int:
     resent = 0
     for tag in stale:
         raw = r.hget(UNACKED, tag)
-        found = _stage_message(raw.decode() if isinstance(raw, bytes) else raw) if raw else None
+        found = _stage_message(_text(raw)) if raw else None
         if raw and found is None:
             continue  # not ours (another app on the same Redis): leave it to kombu
         if r.hdel(UNACKED, tag) + r.zrem(UNACKED_INDEX, tag) == 0 or found is None:
             continue  # another sweeper took it, or it was already gone
         job_id, stage = found
-        record = store.get(job_id)
-        if (
-            record is None
-            or record.state.terminal
-            or record.stage_done(stage)
-            or record.fields.get("lease_token")
-        ):
-            continue
-        retries = int(r.hincrby(keys.job(job_id), "infra_retries", 1))
-        r.hincrby(keys.STATS, "retries_total:infra", 1)
-        resend(store, job_id, stage, retries, record.node or "")
-        resent += 1
+        resent += resend_if_stuck(store, job_id, stage)
     return resent
 
 
@@ -110,18 +117,8 @@ def sweep_pending_sends(older_than_s: float | None = None) -> int:
     ]
     resent = 0
     for job_id in due:
-        if not r.zrem(keys.PENDING_SENDS, job_id):
-            continue  # another sweeper took it, or it was published meanwhile
-        record = store.get(job_id)
-        if record is None or record.state.terminal or record.fields.get("lease_token"):
-            continue
-        stage = next((s for s in STAGES if not record.stage_done(s)), None)
-        if stage is None:
-            continue
-        retries = int(r.hincrby(keys.job(job_id), "infra_retries", 1))
-        r.hincrby(keys.STATS, "retries_total:infra", 1)
-        resend(store, job_id, stage, retries, record.node or "")
-        resent += 1
+        if r.zrem(keys.PENDING_SENDS, job_id):  # else another sweeper took it, or it was published
+            resent += resend_if_stuck(store, job_id)
     return resent
 
 
@@ -169,21 +166,7 @@ def sweep_stalled(grace_s: float | None = None) -> int:
         return 0
     present = _jobs_with_messages(r)
     pending = {_text(j) for j in r.zrange(keys.PENDING_SENDS, 0, -1)}
-    resent = 0
-    for job_id in suspects:
-        if job_id in present or job_id in pending:
-            continue
-        record = store.get(job_id)
-        if record is None or record.state.terminal or record.fields.get("lease_token"):
-            continue
-        stage = next((s for s in STAGES if not record.stage_done(s)), None)
-        if stage is None:
-            continue
-        retries = int(r.hincrby(keys.job(job_id), "infra_retries", 1))
-        r.hincrby(keys.STATS, "retries_total:infra", 1)
-        resend(store, job_id, stage, retries, record.node or "")
-        resent += 1
-    return resent
+    return sum(resend_if_stuck(store, j) for j in suspects if j not in present and j not in pending)
 
 
 def _text(value: bytes | str) -> str:
