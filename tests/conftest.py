@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 import redis
+from hypothesis import settings
 
 from farm.embedded_redis import EmbeddedRedis
+
+# CI replays the same examples every run (a failure there is reproducible, never a new random draw);
+# local runs keep exploring new inputs.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

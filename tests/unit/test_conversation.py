@@ -35,11 +35,13 @@ def sampled(tok: ChatTokenizer, message: dict) -> Generation:
     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(question=text, turns=st.lists(st.tuples(text, text), min_size=1, max_size=3))
-def test_incremental_context_equals_full_render_for_canonical_samples(question: str, turns: list) -> None:
-    """When the policy samples exactly the canonical rendering, appending turn by turn gives the
-    same ids as rendering the whole conversation at once; masks and logprobs line up."""
+def test_incremental_context_is_the_canonical_conversation(question: str, turns: list) -> None:
+    """When the policy samples exactly the canonical rendering, the context built turn by turn is the
+    whole conversation's render, as text; masks and logprobs line up, and the sampled ids stay as
+    sampled. (As ids it may differ: BPE can merge across a turn boundary when the whole text is
+    encoded at once, e.g. "assistant\n" + "\n..." -> "\n\n"; that is why sampled ids are kept.)"""
     tok = ChatTokenizer.load()
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": question}]
     conv = TokenConversation(tok, messages, TOOLS)
@@ -49,8 +51,9 @@ def test_incremental_context_equals_full_render_for_canonical_samples(question: 
         if i < len(turns) - 1:
             conv.add_messages([{"role": "user", "content": observation}])
     # the full render may add a separator after the last turn, so compare the prefix
-    full = tok.encode(tok.render(conv.messages, TOOLS))
-    assert full[: len(conv.context_ids)] == conv.context_ids
+    full = tok.render(conv.messages, TOOLS)
+    assert full.startswith(tok.decode(conv.context_ids))
+    assert conv.prompt_ids == tok.apply_chat_template(messages, tools=TOOLS)
     assert len(conv.response_ids) == len(conv.loss_mask) == len(conv.logprobs)
     assert all(lp == 0.0 for lp, m in zip(conv.logprobs, conv.loss_mask, strict=True) if m == 0)
     assert conv.sampled_tokens == sum(
