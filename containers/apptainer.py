@@ -4,16 +4,14 @@ asked) running the execution server, reached over the Unix socket in its bind-mo
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
-import uuid
 from pathlib import Path
 
 from containers.client import wait_for_socket
-from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
+from containers.errors import RuntimeUnavailable, SandboxStartError
 from containers.handle import SandboxHandle
 from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, sandbox_env, server_command
+from containers.layout import check_same_node, new_sandbox
 from containers.sandbox import Sandbox
 from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
@@ -67,25 +65,9 @@ class ApptainerRuntime:
 
     def start(self, spec: SandboxSpec) -> Sandbox:
         binary = self._require()
-        sandbox_id = uuid.uuid4().hex[:12]
-        name = f"farm-{sandbox_id}"
-        sandbox_dir = self.root / sandbox_id
-        workspace, control = sandbox_dir / "workspace", sandbox_dir / "control"
-        for path in (sandbox_dir, workspace, control):
-            path.mkdir(parents=True, mode=0o700)
-        handle = SandboxHandle(
-            id=sandbox_id,
-            runtime=self.name,
-            node=socket.gethostname(),
-            sandbox_dir=str(sandbox_dir),
-            workspace=str(workspace),
-            workdir=spec.workdir,
-            socket_path=str(control / SOCKET_NAME),
-            name=name,
-            created_at=time.time(),
-            expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
-        )
-        env = sandbox_env(spec, sandbox_id, host_root=False, loopback_ip=None)
+        handle, workspace, control = new_sandbox(self.root, self.name, spec)
+        name = handle.name or ""
+        env = sandbox_env(spec, handle.id, host_root=False, loopback_ip=None)
         try:
             subprocess.run(
                 instance_start_argv(binary, spec, name, str(workspace), str(control), env),
@@ -111,8 +93,7 @@ class ApptainerRuntime:
         return Sandbox(handle, self)
 
     def attach(self, handle: SandboxHandle) -> Sandbox:
-        if handle.node != socket.gethostname():
-            raise SandboxError(f"sandbox {handle.id} lives on node {handle.node}")
+        check_same_node(handle)
         return Sandbox(handle, self)
 
     def teardown(self, handle: SandboxHandle) -> None:

@@ -1,0 +1,42 @@
+"""What the image runtimes (Apptainer, Docker) share around their engine calls: a sandbox's
+directories and handle on this node, and attaching only on the node that started it."""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from pathlib import Path
+
+from containers.errors import SandboxError
+from containers.handle import SandboxHandle
+from containers.server.wire import SOCKET_NAME
+from containers.spec import SandboxSpec
+
+
+def new_sandbox(root: Path, runtime: str, spec: SandboxSpec) -> tuple[SandboxHandle, Path, Path]:
+    """Creates `<root>/<id>/{workspace,control}` (mode 700); returns the handle, workspace, control."""
+    sandbox_id = uuid.uuid4().hex[:12]
+    sandbox_dir = root / sandbox_id
+    workspace, control = sandbox_dir / "workspace", sandbox_dir / "control"
+    for path in (sandbox_dir, workspace, control):
+        path.mkdir(parents=True, mode=0o700)
+    now = time.time()
+    handle = SandboxHandle(
+        id=sandbox_id,
+        runtime=runtime,
+        node=socket.gethostname(),
+        sandbox_dir=str(sandbox_dir),
+        workspace=str(workspace),
+        workdir=spec.workdir,
+        socket_path=str(control / SOCKET_NAME),
+        name=f"farm-{sandbox_id}",
+        created_at=now,
+        expires_at=now + spec.ttl_s if spec.ttl_s else None,
+    )
+    return handle, workspace, control
+
+
+def check_same_node(handle: SandboxHandle) -> None:
+    if handle.node != socket.gethostname():
+        raise SandboxError(f"sandbox {handle.id} lives on node {handle.node}")
