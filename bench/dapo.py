@@ -8,7 +8,10 @@ the scheduling differs.
 - efficient: `DapoConsumer` keeps `concurrency` jobs in flight, returns at K informative groups and
   carries unfinished jobs into the next step.
 
-    python bench/dapo.py [--k 8 --n 4 --steps 3 --repeats 3 --run-slots 8]
+    python bench/dapo.py [--k 8 --n 4 --steps 3 --repeats 3 --run-slots 8 --latency-sigma 1.5]
+
+Rollout latency has a long tail by default (the scripted server's `--latency-sigma`): most rollouts are
+quick, a few take many times the mean, as agent rollouts do. `--latency-sigma 0` gives uniform latency.
 """
 
 from __future__ import annotations
@@ -112,6 +115,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=0, help="consumer budget [2 x run slots]")
     parser.add_argument("--accuracy", type=float, default=0.5, help="scripted policy success chance")
     parser.add_argument("--token-latency-ms", type=float, default=2.0)
+    parser.add_argument(
+        "--latency-sigma",
+        type=float,
+        default=1.5,
+        help="long tail of rollout latency (log-normal sigma, mean 1; 0 = no tail)",
+    )
     parser.add_argument("--unsolvable-every", type=int, default=2)
     args = parser.parse_args()
     concurrency = args.concurrency or 2 * args.run_slots
@@ -125,6 +134,8 @@ def main() -> None:
         "1",
         "--token-latency-ms",
         str(args.token_latency_ms),
+        "--latency-sigma",
+        str(args.latency_sigma),
     ]
     # a private redis-server: never the machine's Redis on 6379, whatever answers there
     private_redis = EmbeddedRedis().start()
@@ -159,7 +170,7 @@ def main() -> None:
     base = statistics.median(r["wall_s"] for r in runs["batch-by-batch"])
     table = Table(
         title=f"DAPO: {args.steps} steps x K={args.k} informative groups, n={args.n}, "
-        f"{args.run_slots} run slots, {args.repeats} repeats (medians)"
+        f"{args.run_slots} run slots, latency sigma {args.latency_sigma:g}, {args.repeats} repeats (medians)"
     )
     for column in ("strategy", "wall s", "s / step", "jobs submitted", "prompts opened", "speed-up"):
         table.add_column(column, justify="left" if column == "strategy" else "right")

@@ -17,6 +17,10 @@ class ServerConfig(BaseModel):
     """Simulated time per sampled token, so benches can model an LLM-bound run stage."""
     prefill_latency_ms: float = Field(0.0, ge=0.0)
     """Simulated time per request before the first token."""
+    latency_sigma: float = Field(0.0, ge=0.0, le=4.0)
+    """Long tail: each request's simulated latency is scaled by a log-normal factor with this sigma and
+    mean 1 (so throughput is unchanged on average, only the spread grows). Drawn from the request's
+    seed, so a rerun with the same seeds sees the same stragglers. 0 = every request alike."""
     max_model_len: int = Field(8192, ge=16)
     scripts: list[str] = Field(default_factory=list)
     """Extra script files (JSONL) for the scripted policy."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 from collections.abc import AsyncIterator
 
 import anyio.to_thread
@@ -23,6 +25,7 @@ class Engine:
         self.tokenizer = tokenizer
         self.policy = policy
         self.model_name = config.served_model_name or tokenizer.name
+        self._rng = random.Random(config.seed)
 
     def resolve_max_tokens(self, prompt_len: int, max_tokens: int | None) -> int:
         """The budget for one call; raises ContextWindowExceeded as vLLM's validation would."""
@@ -44,11 +47,19 @@ class Engine:
             )
         return max_tokens
 
+    def latency_factor(self, seed: int | None) -> float:
+        """How much slower than nominal this request runs (the long tail); 1.0 when sigma is 0."""
+        sigma = self.config.latency_sigma
+        if sigma == 0:
+            return 1.0
+        rng = random.Random(seed) if seed is not None else self._rng
+        return math.exp(sigma * rng.gauss(0.0, 1.0) - sigma * sigma / 2)
+
     async def generate(self, prompt_ids: list[int], sampling: SamplingRequest) -> Sample:
         sample = await anyio.to_thread.run_sync(self.policy.sample, prompt_ids, sampling)
         delay = self.config.prefill_latency_ms + self.config.token_latency_ms * len(sample.token_ids)
         if delay > 0:
-            await asyncio.sleep(delay / 1000)
+            await asyncio.sleep(delay * self.latency_factor(sampling.seed) / 1000)
         return sample
 
     async def stream(
@@ -56,9 +67,10 @@ class Engine:
     ) -> AsyncIterator[tuple[int, Sample]]:
         """Yield (count of tokens released so far, full sample) paced like a real decode loop."""
         sample = await anyio.to_thread.run_sync(self.policy.sample, prompt_ids, sampling)
+        factor = self.latency_factor(sampling.seed)
         if self.config.prefill_latency_ms:
-            await asyncio.sleep(self.config.prefill_latency_ms / 1000)
+            await asyncio.sleep(self.config.prefill_latency_ms * factor / 1000)
         for released in range(1, len(sample.token_ids) + 1):
             if self.config.token_latency_ms:
-                await asyncio.sleep(self.config.token_latency_ms / 1000)
+                await asyncio.sleep(self.config.token_latency_ms * factor / 1000)
             yield released, sample

@@ -48,3 +48,14 @@ def test_latency_is_prefill_plus_per_token(tokenizer: ChatTokenizer) -> None:
         return [released async for released, _ in engine.stream(prompt, SamplingRequest(max_tokens=40))]
 
     assert asyncio.run(streamed()) == list(range(1, n + 1))
+
+
+def test_long_tail_factor_is_seeded_mean_one_and_heavy(tokenizer: ChatTokenizer) -> None:
+    engine = _engine(tokenizer, latency_sigma=1.5)
+    factors = [engine.latency_factor(seed) for seed in range(20_000)]
+    assert engine.latency_factor(7) == engine.latency_factor(7)  # same seed, same straggler
+    mean = sum(factors) / len(factors)
+    assert 0.8 < mean < 1.2  # throughput unchanged on average
+    ordered = sorted(factors)
+    assert ordered[len(ordered) // 2] < 0.5 < 5 < ordered[int(len(ordered) * 0.99)]  # most fast, a few slow
+    assert _engine(tokenizer).latency_factor(7) == 1.0
