@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SandboxHandle(BaseModel):
@@ -36,3 +36,5 @@ class SandboxHandle(BaseModel):
     """Apptainer instance or Docker container name."""
     created_at: float
     expires_at: float | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    """The starter's labels (e.g. the farm job that owns it), for finding orphans."""

@@ -33,6 +33,7 @@ def new_sandbox(root: Path, runtime: str, spec: SandboxSpec) -> tuple[SandboxHan
         name=f"farm-{sandbox_id}",
         created_at=now,
         expires_at=now + spec.ttl_s if spec.ttl_s else None,
+        labels=spec.labels,
     )
     return handle, workspace, control
 

@@ -106,6 +106,7 @@ class LocalRuntime:
             cgroup=str(cgroup) if cgroup else None,
             created_at=time.time(),
             expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
+            labels=spec.labels,
         )
         try:
             handle = self._launch(bwrap, spec, partial, control)

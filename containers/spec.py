@@ -52,6 +52,8 @@ class SandboxSpec(BaseModel):
     sandbox and a later stage in another process uses it; it then lives until stop() or `ttl_s`."""
     ttl_s: float | None = Field(default=None, gt=0)
     """Self-destruct after this many seconds (the execution server exits, taking every process along)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Copied onto the handle: who owns the sandbox (the farm sets `job_id`), so a sweep can find orphans."""
     warm_tools: list[str] = Field(default_factory=list)
     """Tools to start with the sandbox, e.g. ["python"] to boot the IPython kernel in the background."""
     python: str | None = None

@@ -25,6 +25,10 @@ Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
     farm:worker:{hostname}       string JSON heartbeat of a live Celery worker (TTL 15 s)
     farm:draining:{hostname}     string set while that worker shuts down (its stages give their work back)
+    farm:ready:{node}            zset  job ids holding a READY slot on that node (score = taken at): init
+                                       running or done there, run not started yet; bounded by
+                                       FARM_READY_BUFFER. The job hash's `ready_node` names the set.
+    farm:orphan_sweep:{host}     string lock: one worker per host looks for orphaned sandboxes
     farm:stall_sweep             string lock: one worker at a time looks for stalled jobs
     farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage},
                                        jobs_total:{state}
@@ -65,6 +69,10 @@ def sticky(key: str) -> str:
 
 def worker(hostname: str) -> str:
     return f"{WORKER_PREFIX}{hostname}"
+
+
+def ready(node: str) -> str:
+    return f"farm:ready:{node}"
 
 
 def draining(hostname: str) -> str:

@@ -69,7 +69,8 @@ class LocalFarm:
         return f"http://127.0.0.1:{self.api_port}"
 
     def child_env(self, **extra: str) -> dict[str, str]:
-        env = {**os.environ, **self.env, "FARM_REDIS_URL": self.redis_url, **extra}
+        env = {**os.environ, "FARM_GATEWAY_URL": f"{self.api_url}/gateway", **self.env}
+        env = {**env, "FARM_REDIS_URL": self.redis_url, **extra}
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 

@@ -38,6 +38,23 @@ class Settings(BaseSettings):
     (a worker died between taking its message and recording the delivery)."""
     process_wait_s: float = 3600.0
     """How long POST /process with wait=true holds the connection before answering 202."""
+    ready_buffer: int = Field(64, ge=0)
+    """READY buffer per node: sandboxes being prepared or prepared and waiting for their run stage. Init
+    on a node waits while its buffer is full (backpressure), so prepared sandboxes cannot pile up
+    while run is the bottleneck. 0 = unbounded. Applies to node-local handlers (those with a sandbox)."""
+    orphan_grace_s: float = 30.0
+    """A job's sandbox younger than this is never stopped as an orphan (its starter may not have
+    recorded it yet); see tasks/orphans.py."""
+    gateway_url: str | None = None
+    """Where workers reach the model gateway (harness sessions), e.g. http://head:8000/gateway;
+    unset means the API's own address (`api_host`:`api_port`)."""
+
+    @property
+    def gateway_base(self) -> str:
+        if self.gateway_url:
+            return self.gateway_url.rstrip("/")
+        host = "127.0.0.1" if self.api_host in ("0.0.0.0", "::", "") else self.api_host
+        return f"http://{host}:{self.api_port}/gateway"
 
 
 @lru_cache

@@ -57,6 +57,10 @@ class AgentHandler(ABC):
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
         """Score the outcome from artifacts (or a fresh environment)."""
 
+    def prewarm(self, stages: set[str]) -> None:  # noqa: B027 (optional hook)
+        """Called once in every worker before it takes work, with the stages that worker serves: load
+        what the first job would otherwise pay for (a grader's caches, a model, an image)."""
+
     def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
         """Release what init made. Called after run on every outcome, and when init fails."""
 

@@ -23,6 +23,8 @@ def sandbox_spec(ctx: JobContext, **overrides: Any) -> SandboxSpec:
         # It must survive the init worker: the run stage may run in another process.
         "die_with_parent": False,
         "ttl_s": max(ctx.remaining(), 1.0) + SCORING_BUFFER_S,
+        # tasks/orphans.py stops a sandbox whose job no longer needs it (its init worker was killed).
+        "labels": {"job_id": ctx.job_id, "stage": ctx.stage},
     }
     if runtime.get("workdir"):
         values["workdir"] = runtime["workdir"]

@@ -24,6 +24,7 @@ from farm.settings import get_settings
 from handlers.base import AgentHandler, RunOutput
 from handlers.context import JobContext
 from handlers.registry import get_handler
+from tasks.backpressure import wait_for_ready_slot
 from tasks.monitor import job_monitor
 from tasks.resume import resume_stages
 from tasks.services import backend_pool, job_store
@@ -177,6 +178,8 @@ def _interrupted(
 def _init(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
     state: dict[str, Any] = {}
     try:
+        if handler.node_local:
+            wait_for_ready_slot(attempt, ctx)
         state = handler.init(ctx)
         ctx.check()
     except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:

@@ -24,6 +24,7 @@ from farm.models.results import STAGES
 from farm.settings import get_settings
 from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
+from tasks.orphans import sweep_due, sweep_orphan_sandboxes
 from tasks.resume import resend
 from tasks.services import job_store
 
@@ -180,6 +181,8 @@ def _loop() -> None:
             sweep_unacked()
             sweep_pending_sends()
             sweep_stalled()
+            if sweep_due(job_store()):
+                sweep_orphan_sandboxes(job_store())
         except redis.RedisError:
             log.warning("reaper could not reach Redis", exc_info=True)
         except Exception:

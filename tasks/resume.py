@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from farm import keys
-from farm.jobs.dispatch import send_stages, stage_task_ids
+from farm.jobs.dispatch import MOST_URGENT, send_stages, stage_task_ids
 from farm.jobs.store import JobStore, terminal_result
 from farm.models.results import STAGES, JobState, StageError
 from farm.workers import live_run_queues
@@ -49,8 +49,10 @@ def resend(store: JobStore, job_id: str, stage: str, retries: int, node: str) ->
         elif local and local in live_run_queues():
             run_queue = local
         else:  # what init made lives on a node without a live run worker: start over
+            store.drop_ready_slot(job_id)
             store.r.hdel(keys.job(job_id), "done:init", "init_state", "node")
             stage = "init"
     stages = STAGES[STAGES.index(stage) :]
     log.warning("re-sending %s of job %s (infra retry %d)", "/".join(stages), job_id, retries)
-    send_stages(app, job_id, stage_task_ids(job_id, stages, attempt=retries), run_queue=run_queue)
+    ids = stage_task_ids(job_id, stages, attempt=retries)
+    send_stages(app, job_id, ids, run_queue=run_queue, priority=MOST_URGENT)

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from farm import keys
 from farm.api.cancel import cancel_jobs, resolve_targets
-from farm.api.queues import queue_depths
+from farm.api.queues import queue_depths, ready_by_node
 from farm.api.responses import errors
 from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
@@ -56,6 +56,7 @@ async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -
         timeout_s=body.timeout_s or farm.settings.default_timeout_s,
         metadata=body.metadata,
         callback_url=body.callback_url,
+        priority=body.priority,
     )
     await farm.submitter.submit(spec)  # an existing job id is not queued again
     if not body.wait:
@@ -127,6 +128,7 @@ async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     return {
         "accepting": await farm.accepting(),
         "queues": depths,
+        "ready": await ready_by_node(farm.redis),
         "jobs": await farm.store.counts_by_state(),
         "active_jobs": await farm.redis.scard(keys.ACTIVE_JOBS),
         "workers": [

@@ -9,11 +9,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from farm import keys
-from farm.api.queues import queue_depths
+from farm.api.queues import queue_depths, ready_by_node
 from farm.api.responses import errors
 from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.models.results import STAGES, TERMINAL_STATES
+from farm.workers import live_workers_async
 
 router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401))
 
@@ -32,6 +33,8 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
     by_state = await farm.store.counts_by_state()
     depths = await queue_depths(farm.redis, ["init", "run", "eval"])
     backends = await farm.pool.list()
+    ready = await ready_by_node(farm.redis)
+    workers = await live_workers_async(farm.redis)
 
     finished = CounterMetricFamily(
         "farm_jobs_finished", "Jobs that reached a terminal state", labels=["state"]
@@ -59,8 +62,19 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
         inflight.add_metric([b.address], float(b.in_flight))
         healthy.add_metric([b.address], 1.0 if b.healthy else 0.0)
 
-    registry = CollectorRegistry()
-    registry.register(
-        _Snapshot([finished, active, stage_sum, stage_count, queue, assigned, inflight, healthy])
+    ready_gauge = GaugeMetricFamily(
+        "farm_ready_slots",
+        "READY buffer slots held per node (sandboxes preparing or awaiting run)",
+        labels=["node"],
     )
+    for node, held in ready.items():
+        ready_gauge.add_metric([node], float(held))
+    live = GaugeMetricFamily("farm_workers_live", "Celery workers with a live heartbeat", labels=["node"])
+    for node in sorted({w.get("node", "") for w in workers}):
+        live.add_metric([node], float(sum(1 for w in workers if w.get("node", "") == node)))
+
+    registry = CollectorRegistry()
+    families = [finished, active, stage_sum, stage_count, queue, assigned, inflight, healthy]
+    families += [ready_gauge, live]
+    registry.register(_Snapshot(families))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -16,3 +16,13 @@ async def queue_depths(client: aioredis.Redis, queues: list[str]) -> dict[str, i
     counts = await pipe.execute()
     step = len(_PRIORITY_SUFFIXES)
     return {queue: sum(counts[i * step : (i + 1) * step]) for i, queue in enumerate(queues)}
+
+
+async def ready_by_node(client: aioredis.Redis) -> dict[str, int]:
+    """READY slots held per node (farm:ready:{node}): sandboxes being prepared or awaiting run."""
+    names = [k.decode() if isinstance(k, bytes) else k async for k in client.scan_iter(match="farm:ready:*")]
+    async with client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.zcard(name)
+        counts = await pipe.execute()
+    return {name.removeprefix("farm:ready:"): int(n) for name, n in sorted(zip(names, counts, strict=True))}

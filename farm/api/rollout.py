@@ -84,6 +84,7 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
                 builder=body.builder.model_dump(),
                 evaluator=body.evaluator.model_dump(),
                 callback_url=body.callback_url,
+                priority=body.priority,
             )
         )
     return SubmitResponse(task_id=body.task_id, session_ids=ids)

@@ -61,5 +61,5 @@ class Submitter:
         ids = stage_task_ids(spec.job_id)
         if not await self.store.create(spec, ids):
             return False
-        await anyio.to_thread.run_sync(send_stages, self.celery, spec.job_id, ids)
+        await anyio.to_thread.run_sync(send_stages, self.celery, spec.job_id, ids, None, spec.priority)
         return True

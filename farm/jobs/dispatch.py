@@ -7,6 +7,14 @@ from celery import Celery, chain
 
 from farm.models.results import STAGES
 
+MOST_URGENT = 9
+"""Job priorities run from 0 (normal) to 9; init takes the most urgent waiting job first."""
+
+
+def broker_priority(priority: int) -> int:
+    """Kombu's Redis transport reads its priority lists lowest number first (0 is the most urgent)."""
+    return MOST_URGENT - max(0, min(priority, MOST_URGENT))
+
 
 def stage_task_ids(job_id: str, stages: tuple[str, ...] = STAGES, attempt: int = 0) -> dict[str, str]:
     """Task ids are fixed before sending, so every stage of a chain can be found by job id."""
@@ -27,6 +35,6 @@ def send_stages(
         if stage == "run" and run_queue:
             options["queue"] = run_queue
         if stage == "init" and priority is not None:
-            options["priority"] = priority
+            options["priority"] = broker_priority(priority)
         steps.append(celery.signature(f"farm.{stage}", args=(job_id,), immutable=True).set(**options))
     chain(*steps).apply_async()

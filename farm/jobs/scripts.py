@@ -17,6 +17,16 @@ local function clear_lease(job_key, leases_key, job_id)
 end
 """
 
+_DROP_READY = """
+local function drop_ready(job_key, job_id)
+  local node = redis.call('HGET', job_key, 'ready_node')
+  if node then
+    redis.call('ZREM', 'farm:ready:' .. node, job_id)
+    redis.call('HDEL', job_key, 'ready_node')
+  end
+end
+"""
+
 # KEYS: job, active, by_state, pending_sends
 # ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url
 CREATE = """
@@ -38,6 +48,7 @@ return 1
 #   the lease with `token`, and queue time up to now has been added to t_queued).
 BEGIN_STAGE = (
     TERMINAL
+    + _DROP_READY
     + """
 local cur = redis.call('HGET', KEYS[1], 'state')
 if not cur then return {'missing', {}, 0} end
@@ -63,6 +74,7 @@ if cur ~= ARGV[1] then
   redis.call('HINCRBY', KEYS[2], cur, -1)
   redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 end
+if ARGV[1] == 'run' then drop_ready(KEYS[1], ARGV[3]) end
 local enq = redis.call('HGET', KEYS[1], 'enqueued_at')
 if enq then
   local waited = now - tonumber(enq)
@@ -104,9 +116,11 @@ return 1
 # draining on shutdown). Counted as an infrastructure retry. Returns the retry count, or 0.
 RELEASE = (
     _CLEAR_LEASE
+    + _DROP_READY
     + """
 if redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[1] then return 0 end
 clear_lease(KEYS[1], KEYS[3], ARGV[2])
+drop_ready(KEYS[1], ARGV[2])
 if ARGV[4] == '1' then redis.call('HDEL', KEYS[1], 'done:init', 'init_state', 'node') end
 redis.call('HSET', KEYS[1], 'enqueued_at', ARGV[3])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
@@ -120,6 +134,7 @@ return redis.call('HINCRBY', KEYS[1], 'infra_retries', 1)
 # write of the old attempt is refused, and returns {job_id, stage, infra_retries, node} per job.
 REAP = (
     _CLEAR_LEASE
+    + _DROP_READY
     + """
 local out = {}
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
@@ -132,6 +147,7 @@ for _, id in ipairs(ids) do
     redis.call('ZADD', KEYS[1], expires, id)
   else
     local stage = redis.call('HGET', key, 'lease_stage')
+    if stage == 'init' then drop_ready(key, id) end
     redis.call('HINCRBY', key, 'attempt', 1)
     clear_lease(key, KEYS[1], id)
     redis.call('HSET', key, 'enqueued_at', ARGV[1])
@@ -152,6 +168,7 @@ return out
 FINALIZE = (
     TERMINAL
     + _CLEAR_LEASE
+    + _DROP_READY
     + """
 local cur = redis.call('HGET', KEYS[1], 'state')
 if not cur or terminal[cur] then return 0 end
@@ -160,6 +177,7 @@ if ARGV[8] ~= '' and redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[8] then 
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'result', ARGV[3], 'finished_at', ARGV[5])
 redis.call('HDEL', KEYS[1], 'enqueued_at')
 clear_lease(KEYS[1], KEYS[5], ARGV[1])
+drop_ready(KEYS[1], ARGV[1])
 redis.call('HINCRBY', KEYS[3], cur, -1)
 redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
 redis.call('HINCRBY', KEYS[4], 'jobs_total:' .. ARGV[2], 1)
@@ -171,3 +189,30 @@ redis.call('PUBLISH', ARGV[6], ARGV[1])
 return 1
 """
 )
+
+# KEYS: ready set of this node, job   ARGV: job_id, now, limit, node
+# The READY buffer's door: 1 when the job holds (or now takes) one of the node's `limit` slots, 0 when
+# the node is full. Members whose job is gone, over or elsewhere are dropped on the way (self-healing).
+TAKE_READY_SLOT = (
+    TERMINAL
+    + """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
+local limit = tonumber(ARGV[3])
+for _ = 1, 4 do
+  if redis.call('ZCARD', KEYS[1]) < limit then
+    redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+    redis.call('HSET', KEYS[2], 'ready_node', ARGV[4])
+    return 1
+  end
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+  local key = 'farm:job:' .. oldest
+  local state = redis.call('HGET', key, 'state')
+  if state and not terminal[state] and redis.call('HGET', key, 'ready_node') == ARGV[4] then return 0 end
+  redis.call('ZREM', KEYS[1], oldest)
+end
+return 0
+"""
+)
+
+# KEYS: job   ARGV: job_id.  Gives a job's READY slot back (its init state was discarded).
+DROP_READY = _DROP_READY + "drop_ready(KEYS[1], ARGV[1])\nreturn 1\n"

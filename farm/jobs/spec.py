@@ -25,6 +25,8 @@ class JobSpec(BaseModel):
     evaluator: dict[str, Any] = Field(default_factory=dict)
     callback_url: str | None = None
     submitted_at: float = 0.0
+    priority: int = 0
+    """0 (normal) to 9 (most urgent), for the order in which init takes waiting jobs."""
 
 
 def session_id(task_id: str, index: int) -> str:

@@ -184,6 +184,8 @@ class JobStore:
         self._release = client.register_script(scripts.RELEASE)
         self._reap = client.register_script(scripts.REAP)
         self._finalize = client.register_script(scripts.FINALIZE)
+        self._take_ready = client.register_script(scripts.TAKE_READY_SLOT)
+        self._drop_ready = client.register_script(scripts.DROP_READY)
 
     def create(self, spec: JobSpec, task_ids: dict[str, str]) -> bool:
         """False when a job with this id exists already (idempotent resubmission)."""
@@ -245,6 +247,18 @@ class JobStore:
         if this attempt no longer holds the lease)."""
         args = _finalize_args(result, self.ttl_s, only_from, token)
         return bool(self._finalize(keys=_finalize_keys(result.job_id), args=args))
+
+    def take_ready_slot(self, job_id: str, node: str, limit: int) -> bool:
+        """Whether the job holds one of the node's READY slots (taking a free one); see TAKE_READY_SLOT."""
+        args = [job_id, time.time(), limit, node]
+        return bool(self._take_ready(keys=[keys.ready(node), keys.job(job_id)], args=args))
+
+    def drop_ready_slot(self, job_id: str) -> None:
+        self._drop_ready(keys=[keys.job(job_id)], args=[job_id])
+
+    def add_queued_time(self, job_id: str, seconds: float) -> None:
+        """Time a started stage spent waiting (for a READY slot) counts as queued, not in-stage."""
+        self.r.hincrbyfloat(keys.job(job_id), "t_queued", seconds)
 
     def is_revoked(self, job_id: str) -> bool:
         return self.r.zscore(keys.REVOKED, job_id) is not None

@@ -34,6 +34,9 @@ class ProcessRequest(BaseModel):
     """Copied onto the result and every trace (e.g. policy_version, group_id)."""
     callback_url: str | None = Field(None, pattern=r"^https?://")
     """When set, the result is also POSTed there (retried with backoff; never blocks the pipeline)."""
+    priority: int = Field(0, ge=0, le=9)
+    """0 (normal) to 9 (most urgent): init takes more urgent jobs first. Jobs re-sent after a worker
+    was lost go first of all."""
 
 
 class CancelRequest(BaseModel):

@@ -62,6 +62,8 @@ class TaskRequest(BaseModel):
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     callback_url: str | None = Field(None, pattern=r"^https?://")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    priority: int = Field(0, ge=0, le=9)
+    """0 (normal) to 9 (most urgent): init takes more urgent sessions first."""
 
     @model_validator(mode="after")
     def _has_work(self) -> TaskRequest:

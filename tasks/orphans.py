@@ -1,0 +1,91 @@
+"""Stops sandboxes on this node that no job needs any more.
+
+A worker killed between starting a job's sandbox and recording it (init interrupted by SIGKILL) leaves
+a sandbox that lives until its TTL: the job is re-sent and starts another. A sandbox labelled with a
+job is kept while the job is not over and either some stage of it holds a live lease (it may be
+starting or using the sandbox) or the job's recorded init state names this very sandbox; otherwise,
+once older than a grace period, it is an orphan and is stopped. Local runtime only (Apptainer and
+Docker sandboxes die with their TTL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import time
+from pathlib import Path
+
+from containers.handle import SandboxHandle
+from containers.local import HANDLE_FILE, LocalRuntime, default_root
+from containers.runtime import get_runtime
+from farm import keys
+from farm.jobs.store import JobStore
+from farm.settings import get_settings
+
+log = logging.getLogger(__name__)
+SWEEP_EVERY_S = 10.0
+TERMINAL = {"done", "failed", "cancelled", "timeout"}
+
+
+def _handles(root: Path) -> list[SandboxHandle]:
+    found = []
+    with contextlib.suppress(FileNotFoundError):
+        for directory in root.iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                found.append(SandboxHandle.model_validate_json((directory / HANDLE_FILE).read_text()))
+    return found
+
+
+def is_orphan(handle: SandboxHandle, fields: dict[str, str | None], now: float) -> bool:
+    """Whether a labelled sandbox has outlived its job's need for it (fields: the job hash's state,
+    lease_expires and init_state)."""
+    state = fields.get("state")
+    if state is None or state in TERMINAL:
+        return True
+    if float(fields.get("lease_expires") or 0) > now:
+        return False
+    try:
+        recorded = json.loads(fields.get("init_state") or "{}").get("sandbox") or {}
+    except ValueError:
+        recorded = {}
+    return recorded.get("id") != handle.id
+
+
+def sweep_due(store: JobStore) -> bool:
+    """One worker process per host sweeps, at most every SWEEP_EVERY_S."""
+    lock = f"farm:orphan_sweep:{socket.gethostname()}"
+    return bool(store.r.set(lock, "1", nx=True, ex=int(SWEEP_EVERY_S)))
+
+
+def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: float | None = None) -> int:
+    """Stops this node's orphaned sandboxes older than `grace_s` (FARM_ORPHAN_GRACE_S); returns how many."""
+    grace_s = get_settings().orphan_grace_s if grace_s is None else grace_s
+    now = time.time()
+    candidates = [
+        h for h in _handles(root or default_root()) if h.labels.get("job_id") and now - h.created_at > grace_s
+    ]
+    if not candidates:
+        return 0
+    pipe = store.r.pipeline(transaction=False)
+    for handle in candidates:
+        pipe.hmget(keys.job(handle.labels["job_id"]), "state", "lease_expires", "init_state")
+    rows = pipe.execute()
+    runtime = LocalRuntime(root) if root is not None else get_runtime("local")
+    stopped = 0
+    for handle, row in zip(candidates, rows, strict=True):
+        fields = dict(zip(("state", "lease_expires", "init_state"), (_text(v) for v in row), strict=True))
+        if not is_orphan(handle, fields, time.time()):
+            continue
+        log.warning("stopping orphaned sandbox %s of job %s", handle.id, handle.labels["job_id"])
+        try:
+            runtime.teardown(handle)
+            stopped += 1
+        except Exception:
+            log.exception("could not stop orphaned sandbox %s", handle.id)
+    return stopped
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
