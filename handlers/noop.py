@@ -18,6 +18,11 @@ class NoopInstance(HandlerInstance):
     reward: float = 1.0
     run_s: float = Field(0.0, ge=0, le=3600)
     """Seconds to spend in run, checking for cancellation every 10 ms."""
+    init_s: float = Field(0.0, ge=0, le=3600)
+    eval_s: float = Field(0.0, ge=0, le=3600)
+    """Seconds to spend in init and eval: slept, or with `busy` spent computing (as a sandbox start or a
+    test run would), so benches can model slow, CPU-bound init and eval stages."""
+    busy: bool = False
     fail_stage: Literal["init", "run", "eval"] | None = None
     generate_tokens: int = Field(0, ge=0, le=4096)
     """When > 0, run first makes one generation of up to this many tokens through the job's
@@ -40,6 +45,8 @@ class NoopHandler(AgentHandler):
 
     def init(self, ctx: JobContext) -> dict[str, Any]:
         self._maybe_fail(ctx, "init")
+        inst: NoopInstance = ctx.instance  # type: ignore[assignment]
+        _spend(ctx, inst.init_s, inst.busy)
         return {}
 
     def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
@@ -60,4 +67,19 @@ class NoopHandler(AgentHandler):
 
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
         self._maybe_fail(ctx, "eval")
-        return EvalOutput(reward=ctx.instance.reward)  # type: ignore[attr-defined]
+        inst: NoopInstance = ctx.instance  # type: ignore[assignment]
+        _spend(ctx, inst.eval_s, inst.busy)
+        return EvalOutput(reward=inst.reward)
+
+
+def _spend(ctx: JobContext, seconds: float, busy: bool) -> None:
+    """Spend `seconds` (computing when `busy`, else sleeping), checking for cancellation every 10 ms."""
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        ctx.check()
+        if busy:
+            slice_end = time.monotonic() + min(0.01, left)
+            while time.monotonic() < slice_end:
+                pass
+        else:
+            time.sleep(min(0.01, left))
