@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import after_task_publish, celeryd_after_setup
+from celery.signals import celeryd_after_setup
 from kombu import Queue
 
-from farm.jobs.sends import on_published
 from farm.settings import get_settings
 from farm.workers import live_run_queues
 
@@ -68,7 +67,6 @@ def create_app() -> Celery:
 
 
 app = create_app()
-after_task_publish.connect(on_published, weak=False)
 
 
 @celeryd_after_setup.connect

@@ -7,8 +7,6 @@ Job indexes:
     farm:jobs:by_state           hash  state -> number of jobs currently in it (terminal states count up)
     farm:revoked                 zset  job id -> time cancellation was asked (pruned after the result TTL)
     farm:leases                  zset  job id -> expiry of the lease of its running stage
-    farm:pending_sends           zset  job id -> when its next stage became due to be sent (cleared
-                                       once the message is published; swept when it never was)
     farm:callbacks               zset  job id -> when its result should next be POSTed to callback_url
     farm:done                    pubsub channel; a job id is published when it turns terminal
 Tasks (task API):
@@ -40,7 +38,6 @@ ACTIVE_JOBS = "farm:jobs:active"
 JOBS_BY_STATE = "farm:jobs:by_state"
 REVOKED = "farm:revoked"
 LEASES = "farm:leases"
-PENDING_SENDS = "farm:pending_sends"
 CALLBACKS = "farm:callbacks"
 DONE_CHANNEL = "farm:done"
 TASKS = "farm:tasks"

@@ -107,22 +107,6 @@ def sweep_unacked(older_than_s: float | None = None) -> int:
     return resent
 
 
-def sweep_pending_sends(older_than_s: float | None = None) -> int:
-    """Jobs whose next stage was due to be sent but never was (the process that should have sent it
-    died first): send it now. A duplicate send is harmless; the stage refuses it at the door."""
-    store = job_store()
-    r = store.r
-    grace = get_settings().unacked_grace_s if older_than_s is None else older_than_s
-    due = [
-        _text(j) for j in r.zrangebyscore(keys.PENDING_SENDS, "-inf", time.time() - grace, start=0, num=100)
-    ]
-    resent = 0
-    for job_id in due:
-        if r.zrem(keys.PENDING_SENDS, job_id):  # else another sweeper took it, or it was published
-            resent += resend_if_stuck(store, job_id)
-    return resent
-
-
 def _jobs_with_messages(r: Any) -> set[str]:
     """Job ids with a stage message waiting in a queue some live worker consumes, or delivered and
     not yet acknowledged."""
@@ -145,9 +129,11 @@ def _jobs_with_messages(r: Any) -> set[str]:
 
 
 def sweep_stalled(grace_s: float | None = None) -> int:
-    """Jobs waiting past the grace period with no running stage whose stage message is nowhere: a
-    worker died in the instant between taking it off the queue and kombu recording the delivery.
-    Send it again. At most one worker sweeps per half grace period (the scan reads every queue)."""
+    """Jobs waiting past the grace period with no running stage whose stage message is nowhere: the
+    process that should have published it died first (the API between recording and sending a job,
+    a worker between ending a stage and sending the next), or a worker died in the instant between
+    taking it off the queue and kombu recording the delivery. Send it again.
+    At most one worker sweeps per half grace period (the scan reads every queue)."""
     store = job_store()
     r = store.r
     grace = get_settings().stall_grace_s if grace_s is None else grace_s
@@ -166,8 +152,7 @@ def sweep_stalled(grace_s: float | None = None) -> int:
     if not suspects:
         return 0
     present = _jobs_with_messages(r)
-    pending = {_text(j) for j in r.zrange(keys.PENDING_SENDS, 0, -1)}
-    return sum(resend_if_stuck(store, j) for j in suspects if j not in present and j not in pending)
+    return sum(resend_if_stuck(store, j) for j in suspects if j not in present)
 
 
 def _text(value: bytes | str) -> str:
@@ -179,7 +164,6 @@ def _loop() -> None:
         try:
             reap_once()
             sweep_unacked()
-            sweep_pending_sends()
             sweep_stalled()
             if sweep_due(job_store()):
                 sweep_orphan_sandboxes(job_store())

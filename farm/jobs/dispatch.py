@@ -3,7 +3,7 @@ job whose stage was lost or given back (the remaining stages, possibly to a give
 
 from __future__ import annotations
 
-from celery import Celery, chain
+from celery import Celery
 
 from farm.models.results import STAGES
 
@@ -29,12 +29,19 @@ def send_stages(
     run_queue: str | None = None,
     priority: int | None = None,
 ) -> None:
-    steps = []
+    """Publishes the first stage with the rest embedded as its chain (what `celery.chain` sends, without
+    building the canvas: this is on the API's hot path). Later stages are routed when the worker that
+    finishes a stage sends the next, unless `run_queue` pins the run stage."""
+    signatures = []
     for stage, task_id in task_ids.items():
-        options: dict[str, object] = {"task_id": task_id}
+        sig = celery.signature(f"farm.{stage}", args=(job_id,), immutable=True).set(task_id=task_id)
         if stage == "run" and run_queue:
-            options["queue"] = run_queue
-        if stage == "init" and priority is not None:
-            options["priority"] = broker_priority(priority)
-        steps.append(celery.signature(f"farm.{stage}", args=(job_id,), immutable=True).set(**options))
-    chain(*steps).apply_async()
+            sig.set(queue=run_queue)
+        signatures.append(sig)
+    first, rest = signatures[0], signatures[1:]
+    options: dict[str, object] = dict(first.options)
+    if first.task == "farm.init" and priority is not None:
+        options["priority"] = broker_priority(priority)
+    if rest:
+        options["chain"] = [dict(sig) for sig in reversed(rest)]  # Celery pops the chain from its end
+    celery.send_task(first.task, args=first.args, **options)

@@ -27,7 +27,7 @@ local function drop_ready(job_key, job_id)
 end
 """
 
-# KEYS: job, active, by_state, pending_sends
+# KEYS: job, active, by_state
 # ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -37,7 +37,6 @@ if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'callback_url', ARGV[7]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'queued', 1)
-redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
 return 1
 """
 
@@ -93,9 +92,9 @@ redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 return 1
 """
 
-# KEYS: job, stats, leases, pending_sends   ARGV: token, stage, elapsed, now, job_id, field1, value1, ...
-# Fenced: records the stage's time and outputs, marks it done, gives the lease back, and marks the
-# next stage as due to be sent.
+# KEYS: job, stats, leases   ARGV: token, stage, elapsed, now, job_id, field1, value1, ...
+# Fenced: records the stage's time and outputs, marks it done and gives the lease back; `enqueued_at`
+# starts the next stage's queue time (and lets the stall sweep find it if its message never goes out).
 END_STAGE = (
     _CLEAR_LEASE
     + """
@@ -106,12 +105,11 @@ redis.call('HSET', KEYS[1], 'done:' .. ARGV[2], '1', 'enqueued_at', ARGV[4])
 redis.call('HINCRBYFLOAT', KEYS[2], 'stage_seconds_sum:' .. ARGV[2], ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'stage_count:' .. ARGV[2], 1)
 clear_lease(KEYS[1], KEYS[3], ARGV[5])
-redis.call('ZADD', KEYS[4], ARGV[4], ARGV[5])
 return 1
 """
 )
 
-# KEYS: job, stats, leases, pending_sends   ARGV: token, job_id, now, restart_from_init ('1' or '')
+# KEYS: job, stats, leases   ARGV: token, job_id, now, restart_from_init ('1' or '')
 # Fenced: gives the lease back without finishing the stage so that it can be sent again (a worker
 # draining on shutdown). Counted as an infrastructure retry. Returns the retry count, or 0.
 RELEASE = (
@@ -123,13 +121,12 @@ clear_lease(KEYS[1], KEYS[3], ARGV[2])
 drop_ready(KEYS[1], ARGV[2])
 if ARGV[4] == '1' then redis.call('HDEL', KEYS[1], 'done:init', 'init_state', 'node') end
 redis.call('HSET', KEYS[1], 'enqueued_at', ARGV[3])
-redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'retries_total:infra', 1)
 return redis.call('HINCRBY', KEYS[1], 'infra_retries', 1)
 """
 )
 
-# KEYS: leases, stats, pending_sends   ARGV: now, limit
+# KEYS: leases, stats   ARGV: now, limit
 # Takes expired leases away from their (presumed dead) holders: bumps the fencing token so a late
 # write of the old attempt is refused, and returns {job_id, stage, infra_retries, node} per job.
 REAP = (
@@ -151,7 +148,6 @@ for _, id in ipairs(ids) do
     redis.call('HINCRBY', key, 'attempt', 1)
     clear_lease(key, KEYS[1], id)
     redis.call('HSET', key, 'enqueued_at', ARGV[1])
-    redis.call('ZADD', KEYS[3], ARGV[1], id)
     redis.call('HINCRBY', KEYS[2], 'retries_total:infra', 1)
     local retries = redis.call('HINCRBY', key, 'infra_retries', 1)
     table.insert(out, {id, stage, retries, redis.call('HGET', key, 'node') or ''})
@@ -161,7 +157,7 @@ return out
 """
 )
 
-# KEYS: job, active, by_state, stats, leases, callbacks, pending_sends
+# KEYS: job, active, by_state, stats, leases, callbacks
 # ARGV: job_id, state, result json, ttl, now, channel, only_from, token
 # only_from: when not empty, finalize only if the job is in that state (the API ends queued jobs only).
 # token: when not empty, only the holder of the lease may end the job (fencing).
@@ -182,7 +178,6 @@ redis.call('HINCRBY', KEYS[3], cur, -1)
 redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
 redis.call('HINCRBY', KEYS[4], 'jobs_total:' .. ARGV[2], 1)
 redis.call('SREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[7], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 if redis.call('HEXISTS', KEYS[1], 'callback_url') == 1 then redis.call('ZADD', KEYS[6], ARGV[5], ARGV[1]) end
 redis.call('PUBLISH', ARGV[6], ARGV[1])

@@ -133,7 +133,7 @@ def _create_args(spec: JobSpec, task_ids: dict[str, str], ttl_s: int) -> list[An
 
 
 def _create_keys(job_id: str) -> list[str]:
-    return [keys.job(job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE, keys.PENDING_SENDS]
+    return [keys.job(job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE]
 
 
 def _finalize_keys(job_id: str) -> list[str]:
@@ -144,7 +144,6 @@ def _finalize_keys(job_id: str) -> list[str]:
         keys.STATS,
         keys.LEASES,
         keys.CALLBACKS,
-        keys.PENDING_SENDS,
     ]
 
 
@@ -227,19 +226,15 @@ class JobStore:
         pairs = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
         flat = [item for pair in pairs.items() for item in pair]
         args = [token, stage, elapsed_s, time.time(), job_id, *flat]
-        return bool(
-            self._end(keys=[keys.job(job_id), keys.STATS, keys.LEASES, keys.PENDING_SENDS], args=args)
-        )
+        return bool(self._end(keys=[keys.job(job_id), keys.STATS, keys.LEASES], args=args))
 
     def release(self, job_id: str, token: int, restart_from_init: bool) -> int:
         """Gives the lease back unfinished so the stage can be sent again; the infra retry count or 0."""
         args = [token, job_id, time.time(), "1" if restart_from_init else ""]
-        return int(
-            self._release(keys=[keys.job(job_id), keys.STATS, keys.LEASES, keys.PENDING_SENDS], args=args)
-        )
+        return int(self._release(keys=[keys.job(job_id), keys.STATS, keys.LEASES], args=args))
 
     def reap(self, limit: int = 100) -> list[Reaped]:
-        rows = self._reap(keys=[keys.LEASES, keys.STATS, keys.PENDING_SENDS], args=[time.time(), limit])
+        rows = self._reap(keys=[keys.LEASES, keys.STATS], args=[time.time(), limit])
         return [Reaped(_s(j), _s(stage), int(n), _s(node)) for j, stage, n, node in rows]
 
     def finalize(self, result: JobResult, only_from: str = "", token: int | None = None) -> bool:
