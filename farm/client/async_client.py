@@ -64,12 +64,19 @@ class AsyncFarmClient:
         job_id: str | None = None,
         timeout_s: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        priority: int = 0,
     ) -> JobResult:
         """POST /process and block until the job is terminal (polling on if the server stops waiting).
 
         Re-sending the same `job_id` waits for that job instead of queueing it again."""
         call = calls.process(
-            instance, sampling_params, wait=True, job_id=job_id, timeout_s=timeout_s, metadata=metadata
+            instance,
+            sampling_params,
+            wait=True,
+            job_id=job_id,
+            timeout_s=timeout_s,
+            metadata=metadata,
+            priority=priority,
         )
         answer = await self._do(call)
         if isinstance(answer, JobAccepted):
@@ -84,10 +91,17 @@ class AsyncFarmClient:
         job_id: str | None = None,
         timeout_s: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        priority: int = 0,
     ) -> str:
         """POST /process with wait=false; returns the job id at once."""
         call = calls.process(
-            instance, sampling_params, wait=False, job_id=job_id, timeout_s=timeout_s, metadata=metadata
+            instance,
+            sampling_params,
+            wait=False,
+            job_id=job_id,
+            timeout_s=timeout_s,
+            metadata=metadata,
+            priority=priority,
         )
         return (await self._do(call)).job_id
 

@@ -124,6 +124,7 @@ def process(
     job_id: str | None,
     timeout_s: float | None,
     metadata: Mapping[str, Any] | None,
+    priority: int = 0,
 ) -> Call[Any]:
     body = ProcessRequest(
         instance=dict(instance),
@@ -132,6 +133,7 @@ def process(
         timeout_s=timeout_s,
         wait=wait,
         metadata=dict(metadata or {}),
+        priority=priority,
     ).model_dump(mode="json", exclude_none=True)
     if not wait:
         return Call("POST", "/process", _model(JobAccepted), json=body)

@@ -62,12 +62,19 @@ class FarmClient:
         job_id: str | None = None,
         timeout_s: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        priority: int = 0,
     ) -> JobResult:
         """POST /process and block until the job is terminal (polling on if the server stops waiting).
 
         Re-sending the same `job_id` waits for that job instead of queueing it again."""
         call = calls.process(
-            instance, sampling_params, wait=True, job_id=job_id, timeout_s=timeout_s, metadata=metadata
+            instance,
+            sampling_params,
+            wait=True,
+            job_id=job_id,
+            timeout_s=timeout_s,
+            metadata=metadata,
+            priority=priority,
         )
         answer = self._do(call)
         if isinstance(answer, JobAccepted):
@@ -82,10 +89,17 @@ class FarmClient:
         job_id: str | None = None,
         timeout_s: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        priority: int = 0,
     ) -> str:
         """POST /process with wait=false; returns the job id at once."""
         call = calls.process(
-            instance, sampling_params, wait=False, job_id=job_id, timeout_s=timeout_s, metadata=metadata
+            instance,
+            sampling_params,
+            wait=False,
+            job_id=job_id,
+            timeout_s=timeout_s,
+            metadata=metadata,
+            priority=priority,
         )
         return self._do(call).job_id
 
