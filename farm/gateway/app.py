@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -36,7 +37,7 @@ from farm.gateway.providers import (
 from farm.gateway.providers.google_genai import stream_chunks
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan, get_runtime
 from farm.gateway.sessions import NoCompletion, SessionInfo, SessionNotFound
-from farm.models import Trace
+from farm.models import BackendInfo, Trace
 
 # Session metadata keys that steer the gateway rather than describe the rollout.
 _CONTROL_KEYS = ("model", "sampling_params")
@@ -172,14 +173,20 @@ def _error(provider: str, error: GatewayError) -> JSONResponse:
 
 
 async def _parse(
-    request: Request, runtime: GatewayRuntime, session_id: str, provider: str, model: str | None
+    request: Request,
+    runtime: GatewayRuntime,
+    session_id: str,
+    provider: str,
+    model: str | None,
+    info: SessionInfo | None = None,
 ) -> tuple[SessionInfo, ChatRequest]:
-    try:
-        info = await runtime.store.get(session_id)
-    except SessionNotFound:
-        raise GatewayError(
-            ErrorKind.not_found, f"session {session_id!r} was never issued or has expired"
-        ) from None
+    if info is None:
+        try:
+            info = await runtime.store.get(session_id)
+        except SessionNotFound:
+            raise GatewayError(
+                ErrorKind.not_found, f"session {session_id!r} was never issued or has expired"
+            ) from None
     try:
         body = json.loads(await request.body())
         if not isinstance(body, dict):
@@ -201,13 +208,26 @@ async def _model_call(
     started_at = time.time()
     started = time.perf_counter()
     try:
-        info, chat = await _parse(request, runtime, session_id, provider, model)
+        # Reading the session and taking its (sticky) backend are independent: one round trip, not two.
+        found, backend = await asyncio.gather(
+            runtime.store.get(session_id), runtime.backends.acquire(session_id), return_exceptions=True
+        )
+        if isinstance(found, SessionNotFound):
+            if isinstance(backend, BackendInfo):
+                await runtime.backends.release(session_id)  # no pin for an id that was never issued
+            raise GatewayError(ErrorKind.not_found, f"session {session_id!r} was never issued or has expired")
+        if isinstance(found, BaseException):
+            raise found
+        if isinstance(backend, BaseException):
+            raise backend
+        info, chat = await _parse(request, runtime, session_id, provider, model, found)
         if stream is not None:
             chat.stream = stream
         if info.state == "ended":
+            await runtime.backends.release(session_id)  # /end gave the pin back; this call took it again
             raise GatewayError(ErrorKind.conflict, f"session {session_id!r} has ended")
         completion_id = f"cmpl-{secrets.token_hex(12)}"
-        result = await runtime.forwarder.complete(info, chat, completion_id)
+        result = await runtime.forwarder.complete(info, chat, completion_id, backend)
         reply = result.reply
         record = CompletionRecord(
             completion_id=completion_id,

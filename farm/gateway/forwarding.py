@@ -16,6 +16,7 @@ from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ChatRequest
 from farm.gateway.sessions import SessionInfo
 from farm.gateway.upstream import UpstreamReply, client_error, error_message, parse_chat_reply
+from farm.models import BackendInfo
 
 # Transport failures after which another backend is tried (the request never produced a completion).
 _RETRYABLE = (
@@ -68,11 +69,22 @@ class Forwarder:
         body.update({k: v for k, v in overrides.items() if v is not None})
         return body
 
-    async def complete(self, session: SessionInfo, request: ChatRequest, completion_id: str) -> ForwardResult:
+    async def complete(
+        self,
+        session: SessionInfo,
+        request: ChatRequest,
+        completion_id: str,
+        first_backend: BackendInfo | None = None,
+    ) -> ForwardResult:
+        """`first_backend`: the session's backend when the caller acquired it already (overlapping that
+        round trip with reading the session)."""
         last_problem = "no attempt made"
         upstream_s = 0.0
         for attempt in range(1, self.max_attempts + 1):
-            backend = await self.backends.acquire(session.session_id)
+            if attempt == 1 and first_backend is not None:
+                backend: BackendInfo | None = first_backend
+            else:
+                backend = await self.backends.acquire(session.session_id)
             if backend is None:
                 raise GatewayError(ErrorKind.unavailable, "no healthy inference backend is registered")
             address = backend.address.rstrip("/")
