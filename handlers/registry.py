@@ -10,7 +10,7 @@ from importlib.metadata import entry_points
 from handlers.base import AgentHandler
 
 ENTRY_POINT_GROUP = "rollout_farm.handlers"
-BUILTIN_MODULES = ("handlers.math", "handlers.noop")
+BUILTIN_MODULES = ("handlers.math", "handlers.harness", "handlers.noop")
 
 log = logging.getLogger(__name__)
 _classes: dict[str, type[AgentHandler]] = {}
@@ -52,6 +52,15 @@ def _load() -> None:
 def names() -> list[str]:
     _load()
     return sorted(_classes)
+
+
+def prewarm_all(stages: set[str]) -> None:
+    """Every registered handler's prewarm for a worker serving `stages`; a failing one is logged."""
+    for name in names():
+        try:
+            get_handler(name).prewarm(stages)
+        except Exception:
+            log.exception("prewarm of handler %s failed", name)
 
 
 def get_handler(name: str) -> AgentHandler:

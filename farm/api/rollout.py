@@ -32,6 +32,9 @@ def task_instance(body: TaskRequest) -> dict[str, Any]:
         if body.instruction is not None:
             instance.setdefault("instruction", body.instruction)
         instance.setdefault("harness", body.agent.harness)
+        for name in ("command", "model_name"):
+            if getattr(body.agent, name) is not None:
+                instance.setdefault(name, getattr(body.agent, name))
         return instance
     instance = dict(body.instance or {})
     if body.agent.handler is not None:
@@ -39,6 +42,36 @@ def task_instance(body: TaskRequest) -> dict[str, Any]:
     if body.instruction is not None:
         instance.setdefault("instruction", body.instruction)
     return instance
+
+
+def validate_harness_task(body: TaskRequest, instance: dict[str, Any]) -> None:
+    """The task-level parts a harness job reads at init (runtime.prepare, evaluator, the shell command)
+    are checked now, so a mistake is a 422 naming the task's field instead of a failed job later."""
+    if instance.get("harness") == "shell" and not instance.get("command"):
+        raise RequestValidationError(
+            [
+                {
+                    "type": "missing",
+                    "loc": ("body", "agent", "command"),
+                    "msg": "the shell harness needs agent.command (or instance.command)",
+                    "input": None,
+                }
+            ]
+        )
+    probe = {**instance, "prepare": body.runtime.prepare}
+    if body.evaluator.strategy:
+        probe["evaluator"] = body.evaluator.model_dump()
+    where = {"prepare": ("body", "runtime", "prepare"), "evaluator": ("body", "evaluator")}
+    try:
+        validate_instance(probe, loc=("body", "instance"))
+    except RequestValidationError as exc:
+        errors = []
+        for err in exc.errors():
+            field = err["loc"][2] if len(err["loc"]) > 2 else None
+            if field in where:
+                err = {**err, "loc": (*where[field], *err["loc"][3:])}
+            errors.append(err)
+        raise RequestValidationError(errors) from None
 
 
 @router.post("/task/submit", response_model=SubmitResponse, responses=errors(400, 503))
@@ -53,6 +86,8 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
                 [{**e, "loc": loc} if e["loc"][-1] == "handler" else e for e in exc.errors()]
             ) from None
         raise
+    if body.agent.harness and instance.get("handler") == "harness":
+        validate_harness_task(body, instance)
     await ensure_accepting(farm)
     sampling = SamplingParams.model_validate(body.sampling_params)
     ids = [session_id(body.task_id, i) for i in range(body.num_samples)]

@@ -1,0 +1,70 @@
+"""The worker's side of the gateway's session API (SPEC "Model gateway"): create, end, export."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from farm.models.results import Trace
+from farm.settings import get_settings
+
+RETRIES = 3
+
+
+class GatewayUnavailable(RuntimeError):
+    pass
+
+
+class GatewaySessions:
+    def __init__(self, base: str | None = None, token: str | None = None, timeout_s: float = 60.0) -> None:
+        settings = get_settings()
+        self.base = (base or settings.gateway_base).rstrip("/")
+        token = token if token is not None else settings.api_token
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(timeout=timeout_s, headers=headers)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> GatewaySessions:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        url = f"{self.base}{path}"
+        problem = ""
+        for attempt in range(RETRIES):
+            try:
+                response = self.http.post(url, json=body or {})
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code < 500:
+                    if response.status_code >= 400:
+                        raise GatewayUnavailable(
+                            f"POST {url}: HTTP {response.status_code}: {response.text[:500]}"
+                        )
+                    return response.json()
+                problem = f"HTTP {response.status_code}: {response.text[:300]}"
+            time.sleep(0.2 * 2**attempt)
+        raise GatewayUnavailable(f"the model gateway at {self.base} did not answer POST {path}: {problem}")
+
+    def create(self, task_id: str | None, metadata: dict[str, Any]) -> tuple[str, str]:
+        """(session id, base URL) of a new session."""
+        answer = self._post("/sessions", {"task_id": task_id, "metadata": metadata})
+        return answer["session_id"], answer["base_url"]
+
+    def end(self, session_id: str) -> int:
+        """Ends the session (idempotent); returns the number of recorded completions."""
+        return int(self._post(f"/sessions/{session_id}/end")["completion_count"])
+
+    def export(self, session_id: str, builder: str, config: dict[str, Any] | None = None) -> list[Trace]:
+        body: dict[str, Any] = {"builder": builder}
+        if config:
+            body["config"] = config
+        answer = self._post(f"/sessions/{session_id}/export", body)
+        return [Trace.model_validate(trace) for trace in answer["traces"]]

@@ -1,0 +1,140 @@
+"""A real published harness CLI, unchanged: pi (@mariozechner/pi-coding-agent) is installed from the npm
+registry into a cache directory the sandbox can see, then a task submitted over HTTP runs it in a
+sandbox through the gateway against the session farm's scripted reference policy. pi reads calc.py,
+fixes it with its own `edit` tool, runs the test with its `bash` tool; the farm returns the patch, the
+reward of the repository's test run in a fresh runtime, and prefix-merged traces.
+
+Skipped only when node/npm are missing or the npm registry cannot be reached. The cache is
+$FARM_HARNESS_CLI_CACHE, else ~/.cache/rollout-farm/harness-cli (never under /tmp, which sandboxes do not
+see)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from farm.models.results import JobState
+from tests.integration.test_harness_shell import submit_task, wait_task
+
+pytestmark = pytest.mark.integration
+
+PI_PACKAGE = "@mariozechner/pi-coding-agent"
+PI_VERSION = "0.73.1"
+INSTRUCTION = "Fix the add function in calc.py so that test_calc.py passes."  # scripts/harness.jsonl
+CALC = "def add(a, b):\n    return a - b\n"
+TEST = 'from calc import add\n\nassert add(2, 3) == 5, f"add(2, 3) = {add(2, 3)}"\nprint("ok")\n'
+
+
+def cli_cache() -> Path:
+    configured = os.environ.get("FARM_HARNESS_CLI_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "rollout-farm" / "harness-cli"
+
+
+def npm_install(package: str, version: str) -> Path:
+    """The package's install prefix in the cache, installed once (atomically) from the registry."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are needed to install a harness CLI from the npm registry")
+    cache = cli_cache()
+    assert not str(cache.resolve()).startswith("/tmp/"), (
+        "sandboxes cannot see /tmp: set FARM_HARNESS_CLI_CACHE"
+    )
+    target = cache / f"{package.rsplit('/', 1)[-1]}-{version}"
+    if (target / "node_modules" / ".bin").is_dir():
+        return target
+    ping = subprocess.run(["npm", "ping"], capture_output=True, text=True, timeout=60)
+    if ping.returncode != 0:
+        pytest.skip(f"the npm registry is unreachable: {(ping.stderr or ping.stdout).strip()[-300:]}")
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = cache / f".partial-{target.name}-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    install = ["npm", "install", "--prefix", str(partial), "--no-audit", "--no-fund", "--loglevel=error"]
+    done = subprocess.run([*install, f"{package}@{version}"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"npm install {package}@{version} failed:\n{done.stderr[-2000:]}"
+    try:
+        partial.rename(target)
+    except OSError:  # installed meanwhile by someone else
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+@pytest.fixture(scope="module")
+def pi_bin() -> str:
+    binary = npm_install(PI_PACKAGE, PI_VERSION) / "node_modules" / ".bin" / "pi"
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and PI_VERSION in version.stdout + version.stderr, version
+    return str(binary)
+
+
+def test_pi_fixes_a_repository_through_the_gateway(api: httpx.Client, pi_bin: str) -> None:
+    task = f"pi-fix-{uuid.uuid4().hex[:8]}"
+    submit_task(
+        api,
+        task_id=task,
+        instruction=INSTRUCTION,
+        timeout_seconds=180,
+        instance={"context_window": 8192},
+        runtime={
+            "prepare": [
+                {"write": "calc.py", "content": CALC},
+                {"write": "test_calc.py", "content": TEST},
+                {"git_init": True},
+            ]
+        },
+        agent={"harness": "pi", "command": pi_bin},
+        builder={"strategy": "prefix_merging"},
+        evaluator={
+            "strategy": "test_on_output",
+            "config": {"command": "python3 test_calc.py", "fresh": True},
+        },
+    )
+    result = wait_task(api, task, timeout_s=170)
+    assert result.state is JobState.done, (result.error, result.artifacts)
+    artifacts = result.artifacts
+    assert artifacts["exit_code"] == 0, artifacts["stderr_tail"]
+    assert "test_calc.py passes" in artifacts["output_tail"]
+
+    # the patch: pi's edit, nothing else (no __pycache__ from its test run)
+    patch = artifacts["patch"]
+    assert patch.startswith("diff --git a/calc.py b/calc.py")
+    assert "-    return a - b\n+    return a + b\n" in patch and patch.count("diff --git") == 1
+
+    # the reward: the repository's test, in a fresh runtime prepared while pi ran, given only the patch
+    test = artifacts["test"]
+    assert test["passed"] is True and test["fresh"] is True and test["output"] == "ok", test
+    assert result.reward == 1.0 and result.metadata["evaluator"] == "test_on_output"
+
+    # what pi sent: OpenAI chat completions, streamed, its system prompt and its own four tools
+    session = artifacts["gateway_session_id"]
+    completions = api.get(f"/gateway/sessions/{session}/completions").json()
+    assert artifacts["completion_count"] == len(completions) == 4
+    first = completions[0]
+    assert first["provider"] == "openai_chat" and first["metadata"]["stream"] is True
+    assert first["request_messages"][0]["role"] == "system"
+    assert "pi" in first["request_messages"][0]["content"]
+    assert {tool["function"]["name"] for tool in first["tools"]} == {"read", "bash", "edit", "write"}
+    called = [c["response_message"]["tool_calls"][0]["function"]["name"] for c in completions[:3]]
+    assert called == ["read", "edit", "bash"]
+    tool_results = [m for m in completions[-1]["request_messages"] if m["role"] == "tool"]
+    assert [str(m["content"]).strip() for m in tool_results][-1] == "ok"  # pi ran the test itself
+    print(f"\npi's first request: {first['usage']['prompt_tokens']} prompt tokens")
+
+    # the trajectory: one merged chain, every sampled token trainable with its logprob, in order
+    [trace] = result.trajectory.traces
+    meta = trace.metadata
+    assert meta["builder"] == "prefix_merging" and meta["harness"] == "pi"
+    assert meta["completion_ids"] == [c["completion_id"] for c in completions]
+    assert trace.prompt_ids == first["prompt_ids"]
+    assert len(trace.response_ids) == len(trace.loss_mask) == len(trace.response_logprobs)
+    assert sum(trace.loss_mask) == sum(len(c["response_ids"]) for c in completions)
+    for segment, completion in zip(meta["segments"], completions, strict=True):
+        span = slice(segment["start"], segment["start"] + segment["length"])
+        assert trace.response_ids[span] == completion["response_ids"]
+        assert trace.response_logprobs[span] == completion["response_logprobs"]
+        assert set(trace.loss_mask[span]) == {1}
+    assert trace.reward == 1.0
