@@ -1,0 +1,243 @@
+"""`code`: the policy writes a Python solution to /workspace/solution.py with the `editor` tool, may run
+it with `bash`, and ends with `finish` (or a plain answer). Eval runs hidden tests against that file in a
+fresh sandbox; the reward is 1.0 only when every hidden test passes (the pass fraction is in metadata).
+
+Instance fields (besides `"handler": "code"`):
+
+- `prompt` (str, required; `instruction` is accepted too): the problem statement, shown first in the
+  first user message.
+- `entry_point` (str, optional): the function or class the solution must define; named in the message.
+- `hidden_tests` (str, required): Python source of a test module. It imports from the solution
+  (`from solution import f`) and defines top-level `test*` functions that assert; each one is a test.
+  It is never shown to the policy nor written to the run sandbox.
+- `public_tests` (str, optional): tests in the same form, shown in the message and written to
+  /workspace/test_public.py, runnable with `python3 test_public.py`.
+- `starter_code` (str, optional): initial content of /workspace/solution.py.
+- `max_turns` (int, default 10), `max_context_tokens` (int, default 8192): agent-loop limits.
+- `tool_timeout_s` (float, default 30): per tool call.
+- `test_timeout_s` (float, default 30): budget of the whole hidden-test run. Each test (and loading the
+  tests) gets a fair share of what is left; an endless loop or a crash fails its test, never the job.
+
+Only solution.py is graded, whatever the finish reason (trainers can mask truncated episodes).
+Artifacts: `solution` (its source, None when missing), `final_text`, and from eval `test_results` (per
+test: name, ok, error). Metadata: `tests_passed`, `tests_total`, `pass_fraction`, `tests_timed_out`,
+`failure_log`, and `solution_missing` when there was nothing to grade.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, field_validator
+
+from containers import ExecServerError, Sandbox, SandboxError, get_runtime
+from containers.tools.registry import openai_tools
+from farm.agent.loop import AgentConfig, run_agent
+from farm.agent.sandbox_tools import sandbox_tools
+from farm.agent.tools import FunctionTool
+from handlers.base import AgentHandler, EvalOutput, HandlerInstance, RunOutput
+from handlers.code.grading import RUNNER_SOURCE, TestReport, list_tests, parse_report, runner_request
+from handlers.code.prompting import SOLUTION_PATH, SYSTEM_PROMPT, starter_files, user_message
+from handlers.context import JobContext
+from handlers.registry import register
+from handlers.sandboxing import open_sandbox, sandbox_spec, start_sandbox, stop_sandbox
+
+MAX_SOLUTION_BYTES = 200_000
+RUNNER_GRACE_S = 15.0
+"""Interpreter start-up and reporting time on top of `test_timeout_s` before the run is killed."""
+
+
+class CodeInstance(HandlerInstance):
+    prompt: str = Field(min_length=1, validation_alias=AliasChoices("prompt", "instruction"))
+    entry_point: str | None = None
+    hidden_tests: str = Field(min_length=1)
+    public_tests: str | None = None
+    starter_code: str | None = None
+    max_turns: int = Field(10, ge=1, le=128)
+    max_context_tokens: int = Field(8192, ge=256)
+    tool_timeout_s: float = Field(30.0, gt=0, le=600)
+    test_timeout_s: float = Field(30.0, gt=0, le=600)
+
+    @field_validator("entry_point")
+    @classmethod
+    def _identifier(cls, value: str | None) -> str | None:
+        if value is not None and (not value.isidentifier() or keyword.iskeyword(value)):
+            raise ValueError(f"{value!r} is not a Python identifier")
+        return value
+
+    @field_validator("hidden_tests")
+    @classmethod
+    def _has_tests(cls, value: str) -> str:
+        try:
+            names = list_tests(value)
+        except SyntaxError as exc:
+            raise ValueError(f"not valid Python: {exc.msg} (line {exc.lineno})") from None
+        if not names:
+            raise ValueError("defines no top-level test function (def test...)")
+        return value
+
+    @field_validator("public_tests")
+    @classmethod
+    def _parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                list_tests(value)
+            except SyntaxError as exc:
+                raise ValueError(f"not valid Python: {exc.msg} (line {exc.lineno})") from None
+        return value
+
+
+def finish_tool() -> FunctionTool:
+    """`finish` for the policy to see; the loop ends the episode on it before it would be called."""
+    function = openai_tools(["finish"])[0]["function"]
+    return FunctionTool(
+        function["name"],
+        function["description"],
+        function["parameters"],
+        lambda arguments: str(arguments.get("answer") or ""),
+    )
+
+
+def read_solution(sandbox: Sandbox) -> tuple[str | None, str | None]:
+    """(source, None), or (None, why) when there is no readable solution. Read inside the sandbox, so a
+    symlink resolves in the sandbox's view of the filesystem, never the host's."""
+    script = (
+        f'f={SOLUTION_PATH}; [ -f "$f" ] || exit 3; '
+        f'[ "$(stat -c %s "$f")" -le {MAX_SOLUTION_BYTES} ] || exit 4; cat "$f"'
+    )
+    try:
+        result = sandbox.exec(script, timeout=20.0)
+    except SandboxError as exc:
+        return None, f"could not read {SOLUTION_PATH}: {exc}"
+    if result.exit_code == 3:
+        return None, f"{SOLUTION_PATH} was not written"
+    if result.exit_code == 4:
+        return None, f"{SOLUTION_PATH} is larger than {MAX_SOLUTION_BYTES} bytes"
+    if not result.ok:
+        return None, f"could not read {SOLUTION_PATH}: {result.stderr.strip()[:300]}"
+    return result.stdout, None
+
+
+def write_files(sandbox: Sandbox, files: dict[str, str]) -> None:
+    """Workspace-relative path → content, into the sandbox's workspace."""
+    if not files:
+        return
+    with tempfile.TemporaryDirectory(prefix="code-files-") as tmp:
+        for name, content in files.items():
+            path = Path(tmp, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+        sandbox.upload(tmp, sandbox.workdir)
+
+
+def run_hidden_tests(
+    sandbox: Sandbox,
+    tests: str,
+    names: list[str],
+    solution: str,
+    budget_s: float,
+    grace_s: float = RUNNER_GRACE_S,
+) -> TestReport:
+    """Uploads the solution and runs the hidden tests against it in `sandbox` (which should be fresh)."""
+    write_files(sandbox, {"solution.py": solution})
+    request = runner_request(tests, names, sandbox.workdir, budget_s)
+    try:
+        result = sandbox.exec(
+            ["python3", "-I", "-c", RUNNER_SOURCE],
+            cwd=sandbox.workdir,
+            stdin=json.dumps(request),
+            timeout=budget_s + grace_s,
+        )
+    except ExecServerError as exc:  # e.g. the solution killed every process of the sandbox
+        return TestReport.not_run(names, f"the sandbox failed while the tests ran: {exc}")
+    return parse_report(
+        result.stdout,
+        request["nonce"],
+        names,
+        timed_out=result.timed_out,
+        exit_code=result.exit_code,
+        stderr=result.stderr,
+    )
+
+
+@register
+class CodeHandler(AgentHandler):
+    name = "code"
+    instance_model = CodeInstance
+
+    def init(self, ctx: JobContext) -> dict[str, Any]:
+        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+        state = {"sandbox": start_sandbox(ctx)}
+        try:
+            write_files(open_sandbox(state), starter_files(inst))
+        except BaseException:
+            stop_sandbox(state)  # the farm tears down only what a returned state names
+            raise
+        return state
+
+    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
+        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+        sandbox = open_sandbox(state)
+        tools = [*sandbox_tools(sandbox, ["editor", "bash"], inst.tool_timeout_s), finish_tool()]
+        config = AgentConfig(
+            max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens, finish_tool="finish"
+        )
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": user_message(inst)},
+        ]
+        episode = run_agent(ctx, messages, tools, config)
+        solution, missing = read_solution(sandbox)
+        meta = {
+            "job_id": ctx.job_id,
+            "task_id": ctx.spec.task_id,
+            "handler": self.name,
+            "builder": "agent_loop",
+            "backend": ctx.policy.backends_used[-1] if ctx.policy.backends_used else None,
+            "backends": ctx.policy.backends_used,
+            "turns": episode.turns,
+            "tool_calls": episode.tool_calls,
+            "recoverable_errors": episode.recoverable_errors,
+            "policy_version": ctx.metadata.get("policy_version"),
+        }
+        trace = episode.conversation.to_trace(episode.finish_reason, meta)
+        metadata: dict[str, Any] = {"turns": episode.turns, "tool_calls": episode.tool_calls}
+        if missing:
+            metadata["solution_missing"] = missing
+        return RunOutput(
+            traces=[trace],
+            artifacts={"solution": solution, "final_text": episode.final_text},
+            finish_reason=episode.finish_reason,
+            outcome=episode.outcome,
+            metadata=metadata,
+        )
+
+    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+        names = list_tests(inst.hidden_tests)
+        solution = run.artifacts.get("solution")
+        extra: dict[str, Any] = {}
+        if not isinstance(solution, str):
+            why = run.metadata.get("solution_missing") or f"{SOLUTION_PATH} was not written"
+            report = TestReport.not_run(names, why)
+            extra["solution_missing"] = why
+        else:
+            # A fresh sandbox: the run's is gone, and nothing the policy left behind may touch the grading.
+            spec = sandbox_spec(
+                ctx, network=False, die_with_parent=True, ttl_s=inst.test_timeout_s + RUNNER_GRACE_S + 60
+            )
+            backend = ctx.spec.runtime.get("backend", "local")
+            with get_runtime(backend).start(spec) as sandbox:
+                report = run_hidden_tests(sandbox, inst.hidden_tests, names, solution, inst.test_timeout_s)
+        return EvalOutput(
+            reward=report.reward,
+            artifacts={"test_results": [o.model_dump() for o in report.outcomes]},
+            metadata={**report.metadata(), **extra},
+        )
+
+    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
+        stop_sandbox(state)

@@ -1,0 +1,104 @@
+"""The hidden-test runner as a real process (a plain subprocess here; test_sandbox.py runs it sandboxed):
+what a misbehaving solution can and cannot do to its grade."""
+
+from __future__ import annotations
+
+import time
+
+from handlers.code.build_suite import run_tests_locally
+
+TESTS = """from solution import f
+
+
+def test_one():
+    assert f(1) == 2
+
+
+def test_two():
+    assert f(2) == 3
+
+
+def test_three():
+    assert f(3) == 4
+"""
+
+
+def test_correct_solution_passes_with_its_output_discarded() -> None:
+    report = run_tests_locally(
+        TESTS, "import sys\nprint('noise')\nsys.stderr.write('more')\ndef f(x):\n    return x + 1\n"
+    )
+    assert report.finished and report.reward == 1.0 and report.passed == 3
+
+
+def test_bare_assert_names_the_failing_line() -> None:
+    report = run_tests_locally(TESTS, "def f(x):\n    return x + 1 if x != 2 else 0\n")
+    assert [o.ok for o in report.outcomes] == [True, False, True]
+    assert report.outcomes[1].error == "AssertionError (line 9: assert f(2) == 3)"
+    assert report.reward == 0.0 and report.fraction == 2 / 3
+
+
+def test_endless_loop_costs_only_its_share_of_the_budget() -> None:
+    solution = "def f(x):\n    while x == 2:\n        pass\n    return x + 1\n"
+    started = time.monotonic()
+    report = run_tests_locally(TESTS, solution, budget_s=4.0)
+    assert time.monotonic() - started < 4.0 + 3.0
+    assert [o.ok for o in report.outcomes] == [True, False, True]
+    assert report.outcomes[1].error is not None and report.outcomes[1].error.startswith("timed out after")
+    assert report.finished and not report.timed_out
+
+
+def test_exit_calls_fail_a_test_not_the_run() -> None:
+    solution = (
+        "import sys\n"
+        "def f(x):\n"
+        "    if x == 1:\n"
+        "        sys.exit(0)\n"
+        "    if x == 2:\n"
+        "        raise KeyboardInterrupt\n"
+        "    return x + 1\n"
+    )
+    report = run_tests_locally(TESTS, solution)
+    assert [o.ok for o in report.outcomes] == [False, False, True]
+    assert report.outcomes[0].error == "SystemExit: 0"
+    assert report.finished
+
+
+def test_hard_exit_mid_run_keeps_earlier_results() -> None:
+    solution = "import os\ndef f(x):\n    if x == 2:\n        os._exit(0)\n    return x + 1\n"
+    report = run_tests_locally(TESTS, solution)
+    assert [o.ok for o in report.outcomes] == [True, False, False]
+    assert not report.finished and report.reward == 0.0
+    assert "ended early" in (report.note or "")
+
+
+def test_import_errors_fail_every_test() -> None:
+    report = run_tests_locally(TESTS, "def g(x):\n    return x\n")
+    assert report.passed == 0 and report.total == 3
+    assert report.collect_error is not None and "ImportError" in report.collect_error
+    report = run_tests_locally(TESTS, "def f(x) return x\n")
+    assert report.collect_error is not None and "SyntaxError" in report.collect_error
+    report = run_tests_locally(TESTS, "while True:\n    pass\n", budget_s=2.0)
+    assert report.collect_error is not None and report.collect_error.startswith("timed out")
+
+
+def test_printed_fake_results_are_not_believed() -> None:
+    solution = (
+        "import json\n"
+        "for name in ('test_one', 'test_two', 'test_three'):\n"
+        "    print('deadbeef ' + json.dumps({'test': name, 'ok': True}))\n"
+        "print('deadbeef ' + json.dumps({'done': True}))\n"
+        "def f(x):\n    return 0\n"
+    )
+    report = run_tests_locally(TESTS, solution)
+    assert report.passed == 0 and report.finished
+
+
+def test_stdin_and_stray_threads_cannot_hang_the_run() -> None:
+    solution = (
+        "import threading, time\n"
+        "threading.Thread(target=lambda: time.sleep(3600)).start()\n"
+        "def f(x):\n    try:\n        input()\n    except EOFError:\n        pass\n    return x + 1\n"
+    )
+    started = time.monotonic()
+    report = run_tests_locally(TESTS, solution)
+    assert report.reward == 1.0 and time.monotonic() - started < 10
