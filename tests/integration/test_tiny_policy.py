@@ -1,0 +1,120 @@
+"""A weak policy does not break the farm: with the `tiny` reference model (random weights, garbage
+output, real forward passes and logprobs) 50 rollouts of every task handler reach a terminal state
+with a well-formed result and a recorded reason: no crash, no stuck job."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from farm.embedded_redis import EmbeddedRedis
+from farm.launcher import LocalFarm, WorkerSpec
+from farm.models.results import JobResult, JobState, Trace
+
+pytestmark = pytest.mark.integration
+
+ROLLOUTS = int(os.environ.get("FARM_TINY_ROLLOUTS", "50"))
+HANDLERS = Path(__file__).resolve().parents[2] / "handlers"
+# Short turns keep the test quick; the loop's terminal conditions are what is being exercised.
+SAMPLING = {"max_tokens": 48, "temperature": 1.0}
+
+
+def _first_jsonl(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text().splitlines()[0])
+
+
+def math_instance(_: Path) -> dict[str, Any]:
+    row = _first_jsonl(HANDLERS / "math" / "problems.jsonl")
+    return {"handler": "math", "question": row["question"], "answer": row["answer"], "max_turns": 3}
+
+
+def code_instance(_: Path) -> dict[str, Any]:
+    row = _first_jsonl(HANDLERS / "code" / "problems.jsonl")
+    return {**{k: v for k, v in row.items() if k != "id"}, "handler": "code", "max_turns": 3}
+
+
+INSTANCES = {"math": math_instance, "code": code_instance}
+
+
+def assert_trace_aligned(trace: Trace) -> None:
+    n = len(trace.response_ids)
+    assert len(trace.loss_mask) == n == len(trace.response_logprobs)
+    assert all(lp <= 0.0 for lp, m in zip(trace.response_logprobs, trace.loss_mask, strict=True) if m == 1)
+    assert all(lp == 0.0 for lp, m in zip(trace.response_logprobs, trace.loss_mask, strict=True) if m == 0)
+
+
+@pytest.fixture(scope="module")
+def tiny_farm() -> Iterator[LocalFarm]:
+    logs = Path(tempfile.mkdtemp(prefix="farm-tiny-"))
+    server = EmbeddedRedis().start()
+    farm = LocalFarm(
+        redis_url=server.url,
+        workers=[WorkerSpec("init", concurrency=4), WorkerSpec("run", concurrency=8), WorkerSpec("eval")],
+        llm_policy="tiny",
+        llm_servers=1,
+        llm_args=["--seed", "3"],
+        env={"FARM_WORKDIR": str(logs / "work")},
+        log_dir=logs,
+    )
+    farm.start(timeout_s=120)
+    farm.scratch = logs  # type: ignore[attr-defined]
+    yield farm
+    farm.stop()
+    server.stop()
+
+
+@pytest.mark.parametrize("handler", sorted(INSTANCES))
+def test_garbage_policy_rollouts_all_end_well_formed(tiny_farm: LocalFarm, handler: str) -> None:
+    instance = INSTANCES[handler](tiny_farm.scratch)  # type: ignore[attr-defined]
+    task_id = f"tiny-{handler}-{uuid.uuid4().hex[:6]}"
+    with httpx.Client(base_url=tiny_farm.api_url, timeout=60) as api:
+        body = {
+            "task_id": task_id,
+            "instance": instance,
+            "num_samples": ROLLOUTS,
+            "sampling_params": SAMPLING,
+            "timeout_seconds": 120,
+        }
+        submitted = api.post("/rollout/task/submit", json=body)
+        assert submitted.status_code == 200, submitted.text
+        deadline = time.monotonic() + 240
+        while True:
+            status = api.get(f"/rollout/task/{task_id}").json()
+            if status["state"] == "completed":
+                break
+            assert time.monotonic() < deadline, Counter(s["state"] for s in status["sessions"])
+            time.sleep(0.5)
+        results = [JobResult.model_validate(s["result"]) for s in status["sessions"]]
+
+    assert len(results) == ROLLOUTS
+    reasons: Counter[str] = Counter()
+    for result in results:
+        assert result.state.terminal
+        if result.state is JobState.done:
+            reason = result.metadata.get("finish_reason")
+            assert reason, result.metadata
+            assert result.reward is not None
+            assert result.trajectory and result.trajectory.traces
+            for trace in result.trajectory.traces:
+                assert_trace_aligned(trace)
+        else:
+            assert result.error is not None, result
+            reason = f"{result.state.value}: {result.error.type}"
+        reasons[reason] += 1
+    stages = {
+        k: round(sum(getattr(r.timings, k) for r in results) / len(results), 2)
+        for k in ("queued", "init", "run", "eval")
+    }
+    print(f"\n{handler}: {dict(reasons)} mean stage s: {stages}")
+    # Garbage output must not be mistaken for a failure of the farm: the episodes end, they are scored.
+    assert sum(1 for r in results if r.state is JobState.done) >= ROLLOUTS * 0.9, reasons
