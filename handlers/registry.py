@@ -10,7 +10,7 @@ from importlib.metadata import entry_points
 from handlers.base import AgentHandler
 
 ENTRY_POINT_GROUP = "rollout_farm.handlers"
-BUILTIN_MODULES = ("handlers.math", "handlers.code", "handlers.harness", "handlers.noop")
+BUILTIN_MODULES = ("handlers.math", "handlers.code", "handlers.swe", "handlers.harness", "handlers.noop")
 
 log = logging.getLogger(__name__)
 _classes: dict[str, type[AgentHandler]] = {}

@@ -9,9 +9,9 @@ from collections import Counter
 import httpx
 import pytest
 
-from farm.chat.tokenizer import ChatTokenizer
 from farm.launcher import LocalFarm
 from farm.models.results import JobResult, JobState
+from tests.integration.jobs import assert_token_faithful
 
 pytestmark = pytest.mark.integration
 
@@ -22,27 +22,6 @@ def process(api: httpx.Client, **body: object) -> JobResult:
     response = api.post("/process", json={"instance": PROBLEM, **body})
     assert response.status_code == 200, response.text
     return JobResult.model_validate(response.json())
-
-
-def assert_token_faithful(result: JobResult) -> None:
-    """SPEC's invariant, checked against what the backend really sampled (re-decoded here)."""
-    assert result.trajectory.traces, result
-    tokenizer = ChatTokenizer.load()
-    for trace in result.trajectory.traces:
-        n = len(trace.response_ids)
-        assert len(trace.loss_mask) == n == len(trace.response_logprobs)
-        sampled = [i for i, m in enumerate(trace.loss_mask) if m == 1]
-        assert sampled, "a rollout samples at least one token"
-        assert all(trace.response_logprobs[i] <= 0.0 for i in sampled)
-        assert all(trace.response_logprobs[i] == 0.0 for i in range(n) if trace.loss_mask[i] == 0)
-        # every sampled segment ends with the end-of-turn token, as vLLM returns it
-        for i in sampled:
-            if i + 1 == n or trace.loss_mask[i + 1] == 0:
-                assert trace.response_ids[i] == tokenizer.eos_token_id
-        # the prompt is exactly the chat template of the prompt messages
-        assert trace.prompt_ids == tokenizer.apply_chat_template(
-            trace.prompt_messages, tools=trace.tools or None, add_generation_prompt=True
-        )
 
 
 def test_math_job_returns_a_token_faithful_result(api: httpx.Client) -> None:

@@ -14,8 +14,7 @@ import pytest
 
 from farm.models.results import JobResult, JobState
 from handlers.code.suite import PROBLEMS
-from tests.integration.jobs import submit, wait_state
-from tests.integration.test_end_to_end import assert_token_faithful
+from tests.integration.jobs import assert_token_faithful, submit, wait_state
 
 pytestmark = pytest.mark.integration
 

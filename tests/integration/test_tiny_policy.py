@@ -43,7 +43,13 @@ def code_instance(_: Path) -> dict[str, Any]:
     return {**{k: v for k, v in row.items() if k != "id"}, "handler": "code", "max_turns": 3}
 
 
-INSTANCES = {"math": math_instance, "code": code_instance}
+def swe_instance(scratch: Path) -> dict[str, Any]:
+    from handlers.swe.suite import build_repos
+
+    return {**build_repos(scratch / "swe-repos")[0], "handler": "swe", "max_turns": 3}
+
+
+INSTANCES = {"math": math_instance, "code": code_instance, "swe": swe_instance}
 
 
 def assert_trace_aligned(trace: Trace) -> None:

@@ -1,0 +1,5 @@
+"""Closed integer intervals."""
+
+from intervals.merge import merge
+
+__all__ = ["merge"]

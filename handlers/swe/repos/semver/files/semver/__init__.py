@@ -1,0 +1,5 @@
+"""MAJOR.MINOR.PATCH versions."""
+
+from semver.versions import compare, latest, parse
+
+__all__ = ["compare", "latest", "parse"]

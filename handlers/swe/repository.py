@@ -1,0 +1,111 @@
+"""The instance's repository inside a sandbox: bind its source, check it out at the base commit, and
+read back what the agent changed as a diff."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from containers.spec import ReadOnlyBind
+from handlers.swe.instance import SweTask
+
+if TYPE_CHECKING:
+    from containers import Sandbox
+
+SOURCE_MOUNT = "/swe-source"
+"""Where a `repo_path` source is bound (read-only) inside the sandbox."""
+SANDBOX_ENV = {"HOME": "/tmp"}
+"""HOME defaults to the workspace, where a stray ~/.gitconfig or shell history would land in the diff."""
+BASE_BRANCH = "swe-base"
+EXCLUDES = ("__pycache__/", "*.pyc", ".pytest_cache/", ".bash_history", ".python_history")
+MAX_PATCH_BYTES = 4 * 1024 * 1024
+GIT = "git -c safe.directory='*' -c advice.detachedHead=false -c core.pager=cat"
+
+_PREPARE = f"""
+set -u
+git() {{ command {GIT} "$@"; }}
+if [ -n "$(ls -A)" ]; then echo "the workspace $PWD is not empty" >&2; exit 3; fi
+git clone --quiet --no-checkout $SWE_CLONE_FLAGS -- "$SWE_SOURCE" . || {{
+  echo "could not clone the repository from $SWE_ORIGIN" >&2; exit 4; }}
+if ! git cat-file -e "$SWE_BASE^{{commit}}" 2>/dev/null; then
+  echo "base_commit $SWE_BASE is not a commit of $SWE_ORIGIN" >&2; exit 5
+fi
+git checkout --quiet -B {BASE_BRANCH} "$SWE_BASE" || exit 6
+# Later history (the fix) must not be one `git log --all` away: keep only the base branch.
+git remote remove origin 2>/dev/null
+git for-each-ref --format='%(refname)' refs/heads refs/tags | grep -vx refs/heads/{BASE_BRANCH} |
+  while read -r ref; do git update-ref -d "$ref"; done
+git clean -fdxq && git reset --hard --quiet || exit 7
+printf '%s\\n' {" ".join(shlex.quote(e) for e in EXCLUDES)} >> .git/info/exclude
+git rev-parse HEAD
+"""
+
+_DIFF = f"""
+set -u
+git() {{ command {GIT} "$@"; }}
+git add -A >/dev/null || exit 3
+git diff --cached --binary --no-color --no-ext-diff "$SWE_BASE" > /tmp/swe-agent.patch || exit 4
+size=$(stat -c %s /tmp/swe-agent.patch)
+if [ "$size" -gt {MAX_PATCH_BYTES} ]; then echo "the diff has $size bytes" >&2; exit 5; fi
+cat /tmp/swe-agent.patch
+"""
+
+
+class RepositoryError(RuntimeError):
+    """The instance's repository cannot be prepared (missing source or commit, clone failure)."""
+
+
+class PatchTooLarge(RuntimeError):
+    pass
+
+
+def source_binds(task: SweTask) -> list[ReadOnlyBind]:
+    if task.repo_path is None:
+        return []
+    return [ReadOnlyBind(source=task.repo_path, target=SOURCE_MOUNT)]
+
+
+def check_source(task: SweTask, *, network: bool) -> None:
+    """Fail early, with the reason, when the sandbox could not reach the repository."""
+    if task.repo_path is not None:
+        path = Path(task.repo_path)
+        if not path.is_dir():
+            raise RepositoryError(f"repo_path {task.repo_path} does not exist (or is not a directory) here")
+        if not ((path / ".git").exists() or (path / "HEAD").is_file()):
+            raise RepositoryError(f"repo_path {task.repo_path} is not a git repository")
+    elif not network:
+        raise RepositoryError(
+            f"repo_url {task.repo_url} needs a sandbox with network: set runtime.network=true, "
+            "or give repo_path"
+        )
+
+
+def prepare_repository(sandbox: Sandbox, task: SweTask, timeout_s: float) -> str:
+    """Checks the repository out at `task.base_commit` in the (empty) workspace; returns the full hash."""
+    local = task.repo_path is not None
+    env = {
+        "SWE_SOURCE": SOURCE_MOUNT if local else str(task.repo_url),
+        "SWE_ORIGIN": task.repo_path or str(task.repo_url),
+        "SWE_CLONE_FLAGS": "--shared" if local else "",
+        "SWE_BASE": task.base_commit,
+    }
+    result = sandbox.exec(_PREPARE, env=env, timeout=timeout_s)
+    if result.timed_out:
+        raise RepositoryError(f"preparing {task.repo} at {task.base_commit} took over {timeout_s:g} s")
+    if result.exit_code != 0:
+        detail = (result.stderr or result.stdout).strip()[-1500:]
+        raise RepositoryError(f"could not prepare {task.repo} at {task.base_commit}: {detail}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+def workspace_diff(sandbox: Sandbox, base_commit: str, timeout_s: float = 120.0) -> str:
+    """Everything changed since `base_commit`, new files included, as a `git apply`-able diff."""
+    result = sandbox.exec(
+        _DIFF, env={"SWE_BASE": base_commit}, timeout=timeout_s, output_limit=MAX_PATCH_BYTES + 4096
+    )
+    if result.exit_code == 5:
+        raise PatchTooLarge(result.stderr.strip())
+    if not result.ok:
+        raise RuntimeError(f"git diff failed ({result.exit_code}): {result.stderr.strip()[-1000:]}")
+    return result.stdout
