@@ -201,6 +201,18 @@ class AsyncBackendPool:
         await self._add(keys=keys_, args=[normalise_address(address), _meta(weight, kind)])
         return await self.list()
 
+    async def remove(self, address: str) -> bool:
+        """Takes one backend out of the pool; jobs pinned to it re-pick at their next call (as after a
+        clear). False when it was not registered."""
+        address = normalise_address(address)
+        async with self.r.pipeline(transaction=True) as pipe:
+            pipe.hdel(keys.BACKENDS, address)
+            pipe.zrem(keys.BACKENDS_ASSIGNED, address)
+            pipe.hdel(keys.BACKENDS_INFLIGHT, address)
+            pipe.srem(keys.BACKENDS_UNHEALTHY, address)
+            removed, *_ = await pipe.execute()
+        return bool(removed)
+
     async def clear(self) -> list[BackendInfo]:
         await self.r.delete(
             keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY

@@ -18,7 +18,12 @@ from farm.api.submit import new_job_id, validate_instance
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import JobRecord
 from farm.models.backends import BackendInfo
-from farm.models.requests import AddLLMServerRequest, CancelRequest, ProcessRequest
+from farm.models.requests import (
+    AddLLMServerRequest,
+    CancelRequest,
+    ProcessRequest,
+    RemoveLLMServerRequest,
+)
 from farm.models.results import JobResult
 from farm.workers import live_workers_async
 
@@ -94,6 +99,16 @@ async def add_llm_server(
     body: AddLLMServerRequest, farm: FarmState = Depends(farm_state)
 ) -> list[BackendInfo]:
     return await farm.pool.add(body.address, weight=body.weight, kind=body.kind)
+
+
+@router.post("/remove_llm_server", response_model=list[BackendInfo], responses=errors(404))
+async def remove_llm_server(
+    body: RemoveLLMServerRequest, farm: FarmState = Depends(farm_state)
+) -> list[BackendInfo]:
+    """One backend out of the pool (a server going down for a swap); the rest keep serving."""
+    if not await farm.pool.remove(body.address):
+        raise HTTPException(status_code=404, detail=f"no backend registered at {body.address}")
+    return await farm.pool.list()
 
 
 @router.post("/clear_llm_server", response_model=list[BackendInfo])

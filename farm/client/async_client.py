@@ -164,6 +164,9 @@ class AsyncFarmClient:
     async def add_llm_server(self, address: str, *, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
         return await self._do(calls.add_llm_server(address, weight, kind))
 
+    async def remove_llm_server(self, address: str) -> list[BackendInfo]:
+        return await self._do(calls.remove_llm_server(address))
+
     async def clear_llm_servers(self) -> list[BackendInfo]:
         return await self._do(calls.clear_llm_servers())
 

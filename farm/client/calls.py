@@ -165,6 +165,10 @@ def add_llm_server(address: str, weight: int, kind: str) -> Call[list[BackendInf
     return Call("POST", "/add_llm_server", _backends, json=body.model_dump(mode="json"))
 
 
+def remove_llm_server(address: str) -> Call[list[BackendInfo]]:
+    return Call("POST", "/remove_llm_server", _backends, json={"address": address})
+
+
 def clear_llm_servers() -> Call[list[BackendInfo]]:
     return Call("POST", "/clear_llm_server", _backends)
 

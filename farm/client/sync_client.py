@@ -155,6 +155,9 @@ class FarmClient:
     def add_llm_server(self, address: str, *, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
         return self._do(calls.add_llm_server(address, weight, kind))
 
+    def remove_llm_server(self, address: str) -> list[BackendInfo]:
+        return self._do(calls.remove_llm_server(address))
+
     def clear_llm_servers(self) -> list[BackendInfo]:
         return self._do(calls.clear_llm_servers())
 

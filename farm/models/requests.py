@@ -47,6 +47,10 @@ class CancelRequest(BaseModel):
     """Cancel every active job whose metadata.policy_version is lower (stale-job cleanup)."""
 
 
+class RemoveLLMServerRequest(BaseModel):
+    address: str = Field(min_length=1, examples=["http://127.0.0.1:8001/v1"])
+
+
 class AddLLMServerRequest(BaseModel):
     address: str = Field(min_length=1, examples=["http://127.0.0.1:8001/v1"])
     weight: int = Field(1, ge=1)

@@ -83,6 +83,21 @@ def test_stop_refuses_work_and_cancels_in_flight_then_start_resumes(api: httpx.C
     assert done.status_code == 200 and done.json()["state"] == "done"
 
 
+def test_remove_one_backend_while_jobs_run(api: httpx.Client, farm: LocalFarm) -> None:
+    instance = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
+    jobs = [submit(api, instance, sampling_params={"max_tokens": 256}) for _ in range(6)]
+    gone = farm.llm_urls[0]
+    try:
+        left = api.post("/remove_llm_server", json={"address": gone})
+        assert left.status_code == 200, left.text
+        assert gone not in {b["address"] for b in left.json()} and len(left.json()) == len(farm.llm_urls) - 1
+        assert api.post("/remove_llm_server", json={"address": gone}).status_code == 404
+        results = [wait_state(api, job, {"done", "failed", "timeout", "cancelled"}) for job in jobs]
+        assert [r.state for r in results] == [JobState.done] * len(jobs), [r.error for r in results]
+    finally:
+        api.post("/add_llm_server", json={"address": gone}).raise_for_status()
+
+
 def test_checkpoint_swap_breaks_no_job_in_flight(api: httpx.Client, farm: LocalFarm) -> None:
     instance = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
     jobs = [submit(api, instance, sampling_params={"max_tokens": 256}) for _ in range(6)]
