@@ -12,6 +12,7 @@ from celery import Celery
 from celery.signals import celeryd_after_setup
 from kombu import Queue
 
+from farm.redis_clients import celery_conf, celery_transport_options
 from farm.settings import get_settings
 from farm.workers import live_run_queues
 
@@ -40,6 +41,18 @@ def route_stage(name: str, args: Any, kwargs: Any, options: Any, task: Any = Non
 def create_app() -> Celery:
     settings = get_settings()
     celery = Celery("farm", broker=settings.redis_url, include=["tasks.stages"])
+    conf: dict[str, Any] = {
+        # A stage sent while Redis restarts (a second or so) waits for it instead of failing after
+        # Celery's default ~0.6 s and leaving the job to the stall sweep: 0.5 s steps up to 2 s, ~20 s.
+        "task_publish_retry_policy": {
+            "max_retries": 12,
+            "interval_start": 0,
+            "interval_step": 0.5,
+            "interval_max": 2,
+        },
+    }
+    # With a sentinel:// URL: the farm's Sentinel transport and a longer publish retry over a failover.
+    conf.update(celery_conf(settings))
     celery.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -58,10 +71,13 @@ def create_app() -> Celery:
             # Sweep for unacked messages of dead workers every second instead of every ~100 s.
             "unacked_restore_interval": 1,
             "unacked_restore_throttle": 1,
+            # With a sentinel:// URL: the master's name and how to reach the sentinels.
+            **celery_transport_options(settings),
         },
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         task_send_sent_event=False,
+        **conf,
     )
     return celery
 

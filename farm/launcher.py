@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import redis
 
 from farm import keys
-from farm.embedded_redis import EmbeddedRedis, free_port, redis_answers
-from farm.settings import DEFAULT_REDIS_URL
+from farm.embedded_redis import EmbeddedRedis, free_port
+from farm.redis_clients import redis_answers, redis_client
+from farm.settings import DEFAULT_REDIS_URL, DEFAULT_SENTINEL_MASTER, Settings
 
 
 @dataclass
@@ -74,6 +74,15 @@ class LocalFarm:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
+    def redis_settings(self) -> Settings:
+        """How this process reaches the farm's Redis: the URL and Sentinel settings its children get."""
+        env = self.child_env()
+        return Settings(
+            redis_url=self.redis_url,
+            redis_sentinel_master=env.get("FARM_REDIS_SENTINEL_MASTER") or DEFAULT_SENTINEL_MASTER,
+            redis_sentinel_password=env.get("FARM_REDIS_SENTINEL_PASSWORD") or None,
+        )
+
     def _spawn(self, name: str, argv: list[str], **env: str) -> subprocess.Popen[bytes]:
         out: int | object = subprocess.DEVNULL
         if self.log_dir is not None:
@@ -97,7 +106,7 @@ class LocalFarm:
         return self
 
     def _start(self, timeout_s: float) -> None:
-        if not redis_answers(self.redis_url):
+        if not redis_answers(self.redis_url, settings=self.redis_settings()):
             if self.redis_url != DEFAULT_REDIS_URL:
                 raise RuntimeError(f"nothing answers at FARM_REDIS_URL={self.redis_url}")
             self._redis = EmbeddedRedis().start()
@@ -158,7 +167,7 @@ class LocalFarm:
             time.sleep(0.1)
 
     def _wait_workers(self, deadline: float) -> None:
-        client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+        client = redis_client(settings=self.redis_settings(), retry=False, decode_responses=True)
         tag = f"-{self.api_port}@"
         try:
             while True:

@@ -9,12 +9,22 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_SENTINEL_MASTER = "farm-redis"
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FARM_", extra="ignore")
 
     redis_url: str = DEFAULT_REDIS_URL
+    """redis://, rediss:// or unix:// URL, or Sentinels in kombu's form
+    `sentinel://[:password@]host:port[/db];sentinel://host2:port2;...` (see farm/redis_clients.py)."""
+    redis_sentinel_master: str = DEFAULT_SENTINEL_MASTER
+    """With a sentinel:// URL: the name the sentinels monitor the master under (ops/redis/sentinel.conf)."""
+    redis_sentinel_password: str | None = None
+    """With a sentinel:// URL: the sentinels' own password, when they have one (`requirepass`)."""
+    redis_sentinel_retry_s: float = Field(30.0, gt=0)
+    """With a sentinel:// URL: how long a command keeps retrying through a failover (a dead master is
+    noticed after `down-after-milliseconds`, and writes wait for a replica to follow the new one)."""
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     api_token: str | None = None

@@ -17,6 +17,7 @@ import redis
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from farm import keys
+from farm.redis_clients import redis_client
 from farm.settings import get_settings
 
 HEARTBEAT_S = 3.0
@@ -28,7 +29,7 @@ _stop = threading.Event()
 
 
 def _client() -> redis.Redis:
-    return redis.Redis.from_url(get_settings().redis_url, decode_responses=True)
+    return redis_client(decode_responses=True)
 
 
 def live_workers(client: redis.Redis | None = None) -> list[dict[str, Any]]:

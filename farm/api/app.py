@@ -6,7 +6,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from kombu.exceptions import OperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from farm import __version__
 from farm.api import management, metrics, rollout
@@ -50,6 +54,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    @app.exception_handler(OperationalError)
+    async def redis_unreachable(request: Request, exc: Exception) -> JSONResponse:
+        """Redis down past the clients' retries: a retryable 503, not a 500."""
+        return JSONResponse(
+            {"detail": f"the farm's Redis is unreachable ({type(exc).__name__}); retry shortly"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
+
     app.include_router(management.health_router)
     app.include_router(management.router)
     app.include_router(rollout.router)

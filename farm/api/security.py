@@ -11,8 +11,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from farm.settings import get_settings
 
 
-def require_token(request: Request) -> None:
-    """Every facade endpoint but /healthz (and the gateway's session routes), when FARM_API_TOKEN is set."""
+async def require_token(request: Request) -> None:
+    """Every facade endpoint but /healthz (and the gateway's session routes), when FARM_API_TOKEN is set.
+    (async: no I/O here, and FastAPI would run a plain function in its thread pool on every request.)"""
     farm = getattr(request.app.state, "farm", None)
     token = (farm.settings if farm is not None else get_settings()).api_token
     if not token:

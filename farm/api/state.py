@@ -14,7 +14,8 @@ from farm.api.submit import Submitter
 from farm.api.waiter import JobWaiter
 from farm.jobs.store import AsyncJobStore
 from farm.pool import AsyncBackendPool
-from farm.settings import Settings, async_redis_retry_options
+from farm.redis_clients import async_redis_client
+from farm.settings import Settings
 
 ACCEPTING_CACHE_S = 1.0
 """Other API replicas see /stop and /start within this long."""
@@ -43,7 +44,7 @@ class FarmState:
 
     @classmethod
     def build(cls, settings: Settings, celery: Celery) -> FarmState:
-        client = aioredis.Redis.from_url(settings.redis_url, **async_redis_retry_options())
+        client = async_redis_client(settings.redis_url, settings=settings)
         store = AsyncJobStore(client, settings.result_ttl_s)
         return cls(
             settings=settings,
@@ -55,5 +56,6 @@ class FarmState:
         )
 
 
-def farm_state(request: Request) -> FarmState:
+async def farm_state(request: Request) -> FarmState:
+    """(async: FastAPI would run a plain function in its thread pool on every request.)"""
     return request.app.state.farm

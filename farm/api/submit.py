@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any
@@ -9,12 +10,16 @@ from typing import Any
 import anyio
 from celery import Celery
 from fastapi.exceptions import RequestValidationError
+from kombu.exceptions import OperationalError
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 
 from farm.jobs.dispatch import send_stages, stage_task_ids
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import AsyncJobStore
 from handlers.registry import UnknownHandler, get_handler
+
+log = logging.getLogger(__name__)
 
 
 def new_job_id() -> str:
@@ -61,5 +66,10 @@ class Submitter:
         ids = stage_task_ids(spec.job_id)
         if not await self.store.create(spec, ids):
             return False
-        await anyio.to_thread.run_sync(send_stages, self.celery, spec.job_id, ids, None, spec.priority)
+        try:
+            await anyio.to_thread.run_sync(send_stages, self.celery, spec.job_id, ids, None, spec.priority)
+        except (OperationalError, RedisError):
+            # Recorded but not sent (Redis went away past the publish retries): the stall sweep sends
+            # it once the broker is back, so the job is accepted all the same.
+            log.warning("could not send job %s yet; the stall sweep will", spec.job_id, exc_info=True)
         return True

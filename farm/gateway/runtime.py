@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from farm.gateway.backends import BackendSource
 from farm.gateway.forwarding import Forwarder
 from farm.gateway.sessions import SessionStore
+from farm.redis_clients import async_redis_client
 from farm.settings import Settings, get_settings
 
 
@@ -39,7 +40,7 @@ class GatewayRuntime:
         """Pass `redis` (and `backends`) to share the API's connection and pool; they are then not closed."""
         settings = settings or get_settings()
         owns_redis = redis is None
-        redis = redis or aioredis.Redis.from_url(redis_url or settings.redis_url)
+        redis = redis or async_redis_client(redis_url or settings.redis_url, settings=settings)
         if backends is None:
             from farm.pool import AsyncBackendPool  # the farm's shared pool, when running inside the API
 
