@@ -8,12 +8,13 @@ import redis
 
 from farm.jobs.store import JobStore
 from farm.pool import BackendPool
-from farm.settings import get_settings, redis_retry_options
+from farm.redis_clients import redis_client as make_redis_client
+from farm.settings import get_settings
 
 
 @lru_cache
 def redis_client() -> redis.Redis:
-    return redis.Redis.from_url(get_settings().redis_url, **redis_retry_options())
+    return make_redis_client()
 
 
 @lru_cache
