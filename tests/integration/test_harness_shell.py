@@ -193,8 +193,17 @@ def test_a_failing_prepare_step_fails_init_and_names_the_step(api: httpx.Client)
 
 
 def test_shell_without_a_command_fails_clearly(api: httpx.Client) -> None:
-    task = task_id("shell-nocmd")
-    submit_task(api, task_id=task, agent={"harness": "shell"})
-    result = wait_task(api, task, timeout_s=60)
+    # The task API refuses it at the door...
+    refused = api.post(
+        "/rollout/task/submit",
+        json={"task_id": task_id("shell-nocmd"), "instruction": "Do it.", "agent": {"harness": "shell"}},
+    )
+    assert refused.status_code == 422
+    assert refused.json()["detail"][0]["loc"] == ["body", "agent", "command"]
+    # ...and an instance sent straight to /process fails its init with the reason.
+    job_id = f"harness-nocmd-{uuid.uuid4().hex[:8]}"
+    body = {"instance": {"handler": "harness", "harness": "shell", "instruction": "Do it."}, "job_id": job_id}
+    assert api.post("/process", json={**body, "wait": False}).status_code == 202
+    result = wait_state(api, job_id, {"done", "failed", "cancelled", "timeout"}, timeout_s=60)
     assert result.state is JobState.failed
     assert result.error is not None and "command" in result.error.message
