@@ -2,11 +2,11 @@
 a tenth of the jobs are cancelled, and one registered backend is dead. Every job must end in exactly
 one terminal state, none lost, none finalized twice, and no worker process may outlive the farm.
 
-Jobs are noop jobs that make one real generation (so the dead backend matters) and hold their run
-stage for up to a second. Sandboxed jobs are left out: a sandbox started by an init stage whose
-worker is killed before init records it is not reaped yet (see the sandboxes' TTL).
+Three jobs in four are noop jobs that make one real generation (so the dead backend matters) and
+hold their run stage for up to a second; the fourth is a math rollout with a sandbox, so killed
+init and run stages leave sandboxes behind, which the orphan sweep must stop: none may remain.
 
-Run it with FARM_CHAOS=1 pytest -s tests/integration/test_chaos.py; it prints its counts."""
+`pytest -s tests/integration/test_chaos.py` prints its counts; FARM_CHAOS=0 skips it."""
 
 from __future__ import annotations
 
@@ -32,11 +32,7 @@ from tests.integration.jobs import submit
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(
-        not os.environ.get("FARM_CHAOS"),
-        reason="opt-in (FARM_CHAOS=1): 45 s of random SIGKILLs; kept out of CI until it has a long clean "
-        "record (5 of 5 clean runs so far)",
-    ),
+    pytest.mark.skipif(os.environ.get("FARM_CHAOS") == "0", reason="FARM_CHAOS=0"),
 ]
 
 JOBS = 200
@@ -59,7 +55,12 @@ def test_chaos_every_job_ends_exactly_once() -> None:
         workers=workers,
         llm_servers=2,
         log_dir=logs,
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_UNACKED_GRACE_S": "5", "FARM_STALL_GRACE_S": "5"},
+        env={
+            "FARM_WORKDIR": str(logs / "work"),
+            "FARM_UNACKED_GRACE_S": "5",
+            "FARM_STALL_GRACE_S": "5",
+            "FARM_ORPHAN_GRACE_S": "2",
+        },
     )
     counts: Counter[str] = Counter()
     try:
@@ -83,6 +84,8 @@ def test_chaos_every_job_ends_exactly_once() -> None:
         started = time.monotonic()
         for i in range(JOBS):
             instance = {"handler": "noop", "generate_tokens": 4, "run_s": rng.uniform(0.0, 1.0)}
+            if i % 4 == 3:
+                instance = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
             jobs.append(submit(api, instance, timeout_s=120))
             if rng.random() < 0.1 and i > 5:
                 target = rng.choice(jobs[-5:])
@@ -124,11 +127,20 @@ def test_chaos_every_job_ends_exactly_once() -> None:
                 "infra retries": retries,
             }
         )
+        sandboxes = logs / "work" / "sandboxes"
+        left: list[Path] = []
+        for _ in range(60):  # the sweep runs every 10 s per host; orphans are older than 2 s
+            left = [d for d in sandboxes.glob("*") if d.is_dir() and not d.name.startswith(".")]
+            if not left:
+                break
+            time.sleep(0.5)
+        counts["sandboxes left"] = len(left)
         print("\nchaos counts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
         if stuck:
             (logs / "stuck.json").write_text(__import__("json").dumps(stuck, indent=1))
         assert lost == [], f"{len(lost)} jobs never ended; their records are in {logs / 'stuck.json'}"
+        assert left == [], f"sandboxes nobody stopped: {left}"
         assert finalized == len(jobs)  # each job finalized once, never twice
         assert {r.job_id for r in results.values()} == set(jobs)
         assert states["done"] + states["cancelled"] + states["failed"] == len(jobs)
