@@ -114,7 +114,9 @@ def main() -> None:
     parser.add_argument("--run-slots", type=int, default=8, help="run-stage worker concurrency")
     parser.add_argument("--concurrency", type=int, default=0, help="consumer budget [2 x run slots]")
     parser.add_argument("--accuracy", type=float, default=0.5, help="scripted policy success chance")
-    parser.add_argument("--token-latency-ms", type=float, default=2.0)
+    parser.add_argument(
+        "--token-latency-ms", type=float, default=20.0, help="per sampled token: rollouts are LLM-bound"
+    )
     parser.add_argument(
         "--latency-sigma",
         type=float,

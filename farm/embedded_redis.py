@@ -98,15 +98,4 @@ class EmbeddedRedis:
         self.stop()
 
 
-def redis_answers(url: str, timeout_s: float = 0.5) -> bool:
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except (redis.RedisError, OSError):
-        return False
-
-
-__all__ = ["EmbeddedRedis", "free_port", "redis_answers", "redis_server_binary"]
+__all__ = ["EmbeddedRedis", "free_port", "redis_server_binary"]

@@ -18,7 +18,8 @@ from handlers.registry import register
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
 
 SYSTEM_PROMPT = (
-    "You are a careful mathematician. You may call the `python` tool to compute. "
+    "You are a careful mathematician. You may call the `python` tool to compute and the `think` tool "
+    "to reason step by step. "
     "When you are done, reply without a tool call and put the final answer in \\boxed{}."
 )
 
@@ -48,9 +49,10 @@ class MathHandler(AgentHandler):
 
     def tools(self, inst: MathInstance, state: dict[str, Any]) -> list[FunctionTool]:
         sandbox = open_sandbox(state)
+        think = sandbox_tools(sandbox, ["think"], inst.tool_timeout_s)
         if inst.python == "exec":
-            return [exec_python_tool(sandbox, inst.tool_timeout_s)]
-        return sandbox_tools(sandbox, ["python"], inst.tool_timeout_s)
+            return [exec_python_tool(sandbox, inst.tool_timeout_s), *think]
+        return sandbox_tools(sandbox, ["python", "think"], inst.tool_timeout_s)
 
     def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
         inst: MathInstance = ctx.instance  # type: ignore[assignment]

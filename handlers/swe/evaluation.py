@@ -23,7 +23,7 @@ from containers import get_runtime
 from containers.spec import SandboxSpec
 from handlers.swe import pytest_log
 from handlers.swe.instance import SweTask
-from handlers.swe.repository import GIT, SANDBOX_ENV, check_source, prepare_repository, source_binds
+from handlers.swe.repository import GIT, check_source, prepare_repository, sandbox_env, source_binds
 
 LOG_TAIL_CHARS = 4000
 SCRATCH = "/tmp/swe-eval"
@@ -128,15 +128,6 @@ def _unscored(task: SweTask, log: str, **fields: Any) -> PatchVerdict:
     )
 
 
-def test_env(runtime: dict[str, Any]) -> dict[str, str]:
-    """Without an image the sandbox sees the farm's own interpreter, whose installed pytest plugins
-    belong to the farm, not to the repository under test: loading them costs over a second per run."""
-    env = {"COLUMNS": "200"}
-    if not runtime.get("image"):
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return env
-
-
 def pytest_command(task: SweTask, workdir: str) -> str:
     files = " ".join(shlex.quote(f) for f in pytest_log.files_of(task.test_ids))
     return (
@@ -172,7 +163,7 @@ def evaluate_patch(
         network=bool(runtime.get("network", False)),
         workdir=runtime.get("workdir") or "/workspace",
         ro_binds=source_binds(task),
-        env=SANDBOX_ENV,
+        env=sandbox_env(runtime),
         ttl_s=timeout_s + 60,
     )
     deadline = started + timeout_s
@@ -195,7 +186,7 @@ def evaluate_patch(
                 f"the test patch of {task.instance_id} does not apply at {task.base_commit}: "
                 f"{(tests.stdout + tests.stderr).strip()[-1500:]}"
             )
-        run = sandbox.exec(pytest_command(task, sandbox.workdir), timeout=left(), env=test_env(runtime))
+        run = sandbox.exec(pytest_command(task, sandbox.workdir), timeout=left(), env={"COLUMNS": "200"})
         left()
         summary = sandbox.exec(
             f"sed -n '/short test summary info/,$p' {SCRATCH}/test.log", timeout=60, output_limit=64 << 20

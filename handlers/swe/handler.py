@@ -20,9 +20,9 @@ from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
 from handlers.swe.evaluation import evaluate_patch
 from handlers.swe.instance import SweInstance
 from handlers.swe.repository import (
-    SANDBOX_ENV,
     check_source,
     prepare_repository,
+    sandbox_env,
     source_binds,
     workspace_diff,
 )
@@ -55,7 +55,8 @@ class SweHandler(AgentHandler):
     def init(self, ctx: JobContext) -> dict[str, Any]:
         inst: SweInstance = ctx.instance  # type: ignore[assignment]
         check_source(inst, network=bool(ctx.spec.runtime.get("network", False)))
-        state: dict[str, Any] = {"sandbox": start_sandbox(ctx, ro_binds=source_binds(inst), env=SANDBOX_ENV)}
+        env = sandbox_env(ctx.spec.runtime)
+        state: dict[str, Any] = {"sandbox": start_sandbox(ctx, ro_binds=source_binds(inst), env=env)}
         try:
             timeout = max(1.0, min(ctx.remaining(), PREPARE_TIMEOUT_S))
             state["base_commit"] = prepare_repository(open_sandbox(state), inst, timeout_s=timeout)

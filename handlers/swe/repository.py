@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from containers.spec import ReadOnlyBind
 from handlers.swe.instance import SweTask
@@ -17,6 +17,16 @@ SOURCE_MOUNT = "/swe-source"
 """Where a `repo_path` source is bound (read-only) inside the sandbox."""
 SANDBOX_ENV = {"HOME": "/tmp"}
 """HOME defaults to the workspace, where a stray ~/.gitconfig or shell history would land in the diff."""
+
+
+def sandbox_env(runtime: dict[str, Any]) -> dict[str, str]:
+    """Without an image the sandbox sees the farm's own interpreter, whose installed pytest plugins
+    belong to the farm, not to the repository under test: loading them costs over a second per run."""
+    if runtime.get("image"):
+        return dict(SANDBOX_ENV)
+    return {**SANDBOX_ENV, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
 BASE_BRANCH = "swe-base"
 EXCLUDES = ("__pycache__/", "*.pyc", ".pytest_cache/", ".bash_history", ".python_history")
 MAX_PATCH_BYTES = 4 * 1024 * 1024

@@ -4,7 +4,7 @@ A local farm (private Redis, API, one Celery worker per stage, the scripted refe
 0.5) runs every instance of each handler's shipped suite `--samples` times; the table gives medians
 per rollout (and the mean reward, which the scripted policy's accuracy sets).
 
-    python bench/handlers.py [--samples 2 --handlers math,code,swe]
+    python bench/suites.py [--samples 2 --handlers math,code,swe]
 """
 
 from __future__ import annotations
