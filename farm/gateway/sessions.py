@@ -40,6 +40,16 @@ class NoCompletion(LookupError):
     """A reward names a completion the session does not have (or the session has none yet)."""
 
 
+# KEYS: session hash, completions list   ARGV: record json, ttl.  The record's index, or -1 (no session).
+_APPEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local length = redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return length - 1
+"""
+
+
 class SessionStore:
     """Keys: `{prefix}:{sid}` (hash), `{prefix}:{sid}:completions` (list), `{prefix}:{sid}:rewards` (hash)."""
 
@@ -49,6 +59,7 @@ class SessionStore:
         self.redis = redis
         self.ttl_s = ttl_s
         self.prefix = prefix
+        self._append = redis.register_script(_APPEND)
 
     def _keys(self, sid: str) -> tuple[str, str, str]:
         base = f"{self.prefix}:{sid}"
@@ -91,16 +102,11 @@ class SessionStore:
     async def append_completion(self, record: CompletionRecord) -> int:
         """Append to the log; a call in flight when the session ended is still kept. Returns its index."""
         key, completions, _ = self._keys(record.session_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hget(key, "state")
-            pipe.rpush(completions, record.model_dump_json(exclude={"reward"}))
-            pipe.expire(completions, self.ttl_s)
-            pipe.expire(key, self.ttl_s)
-            state, length, _, _ = await pipe.execute()
-        if state is None:
-            await self.redis.delete(completions)
+        args = [record.model_dump_json(exclude={"reward"}), self.ttl_s]
+        index = int(await self._append(keys=[key, completions], args=args))
+        if index < 0:
             raise SessionNotFound(record.session_id)
-        return int(length) - 1
+        return index
 
     async def completions(self, sid: str) -> list[CompletionRecord]:
         """The log in insertion order, with rewards filled in."""
