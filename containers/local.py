@@ -108,6 +108,9 @@ class LocalRuntime:
             expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
             labels=spec.labels,
         )
+        # Recorded from the start (and again once its launcher runs), so a sandbox whose starter is
+        # killed half-way can still be found and stopped (tasks/orphans.py).
+        (sandbox_dir / HANDLE_FILE).write_text(partial.model_dump_json())
         try:
             handle = self._launch(bwrap, spec, partial, control)
         except BaseException:
@@ -167,6 +170,7 @@ class LocalRuntime:
         with _children_lock:
             _children[handle.id] = proc
         handle = handle.model_copy(update={"pid": proc.pid, "pid_start": procs.start_ticks(proc.pid)})
+        (Path(handle.sandbox_dir) / HANDLE_FILE).write_text(handle.model_dump_json())
         try:
             info, ready = self._wait_ready(proc, info_r, ready_r, spec.start_timeout_s)
         except SandboxStartError as exc:

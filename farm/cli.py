@@ -75,6 +75,7 @@ def up(
         llm_args=_llm_args(token_latency_ms, accuracy, 0),
         log_dir=log_dir,
         quiet=log_dir is None,
+        supervise=True,
     )
     with sigterm_as_keyboard_interrupt():
         try:

@@ -64,7 +64,10 @@ def run_demo(n_tasks: int, samples: int, out: Path, llm_args: list[str], run_con
     problems = math_problems()[:n_tasks]
     settings = get_settings()
     farm = LocalFarm(
-        redis_url=settings.redis_url, workers=default_workers(run_concurrency), llm_args=llm_args
+        redis_url=settings.redis_url,
+        workers=default_workers(run_concurrency),
+        llm_args=llm_args,
+        supervise=True,
     )
     with sigterm_as_keyboard_interrupt():
         try:

@@ -9,10 +9,12 @@ what is left, so Ctrl-C or the end of a demo leaves no process behind.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +26,8 @@ from farm import keys
 from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.redis_clients import redis_answers, redis_client
 from farm.settings import DEFAULT_REDIS_URL, DEFAULT_SENTINEL_MASTER, Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -58,11 +62,16 @@ class LocalFarm:
     env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
     quiet: bool = True
+    supervise: bool = False
+    """Restart a worker that exits on its own (as systemd's Restart=always would): a Celery worker can
+    die on a broker connection error (a kombu bug seen when Redis restarts)."""
 
     _redis: EmbeddedRedis | None = None
     _children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _commands: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
     llm_urls: list[str] = field(default_factory=list)
+    restarts: int = 0
+    _watch_stop: threading.Event = field(default_factory=threading.Event)
 
     @property
     def api_url(self) -> str:
@@ -149,6 +158,17 @@ class LocalFarm:
         with httpx.Client(timeout=10) as http:
             for url in self.llm_urls:
                 http.post(f"{self.api_url}/add_llm_server", json={"address": url}).raise_for_status()
+        if self.supervise:
+            self._watch_stop.clear()
+            threading.Thread(target=self._watch, name="farm-supervisor", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._watch_stop.wait(1.0):
+            for name, proc in list(self._children):
+                if name.startswith("worker-") and proc.poll() is not None and not self._watch_stop.is_set():
+                    log.warning("%s exited with code %s; restarting it", name, proc.returncode)
+                    self.restarts += 1
+                    self.respawn(name)
 
     def _check_children(self) -> None:
         for name, proc in self._children:
@@ -207,6 +227,7 @@ class LocalFarm:
         return list(self._children)
 
     def stop(self, grace_s: float = 10.0) -> None:
+        self._watch_stop.set()
         for _, proc in reversed(self._children):
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):

@@ -23,7 +23,7 @@ from containers.tools.capture import OutputCapture
 
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 _INLINE_LIMIT = 2000
-_INTERRUPT_GRACE_S = 2.0
+_INTERRUPT_GRACE_S = 5.0
 
 
 class BashOutput:

@@ -96,7 +96,12 @@ def test_cancel_interrupts_a_busy_bash_tool(sandbox: Sandbox) -> None:
     results = []
     worker = threading.Thread(target=lambda: results.append(sandbox.tool("bash", command="sleep 60")))
     worker.start()
-    time.sleep(0.5)
+    # The first bash call starts the shell, which is slow on a loaded machine: wait until the command
+    # runs (asked over a second connection; one client serves one call at a time).
+    watcher = attach(sandbox.handle())
+    deadline = time.monotonic() + 15
+    while watcher.exec(["pgrep", "-x", "sleep"]).exit_code != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
     started = time.monotonic()
     assert "bash" in sandbox.cancel()["tools"]
     worker.join(timeout=2)
