@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -43,17 +44,19 @@ def own_redis() -> Iterator[EmbeddedRedis]:
 def test_farm_up_serves_and_ctrl_c_leaves_no_process(own_redis: EmbeddedRedis, tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "FARM_REDIS_URL": own_redis.url, "FARM_WORKDIR": str(tmp_path)}
+    output = open(tmp_path / "up.log", "wb")  # noqa: SIM115 (a file, not a pipe nobody drains)
     proc = subprocess.Popen(
         [sys.executable, "-m", "farm.cli", "up", "--port", str(port), "--run-concurrency", "2"],
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    children: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 90
         while True:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert proc.poll() is None, (tmp_path / "up.log").read_text()
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/llm_servers", timeout=1).json():
                     break
@@ -68,11 +71,15 @@ def test_farm_up_serves_and_ctrl_c_leaves_no_process(own_redis: EmbeddedRedis, t
         ).json()
         assert result["state"] == "done"
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 0
+        assert proc.wait(60) == 0, (tmp_path / "up.log").read_text()[-3000:]
         assert all_gone(children) == []
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        for child in children:  # each runs in its own session: the group kill above misses them
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        output.close()
 
 
 def test_farm_demo_runs_a_batch_and_writes_trajectories(own_redis: EmbeddedRedis, tmp_path: Path) -> None:
