@@ -17,6 +17,7 @@ from farm.agent.tools import FunctionTool, ToolError
 from farm.chat.tool_calls import parse_assistant
 from farm.errors import JobCancelled, JobDeadlineExceeded
 from farm.inference import ContextOverflow
+from farm.models.results import Trace
 from handlers.context import JobContext
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,25 @@ class Episode:
     turns: int = 0
     tool_calls: int = 0
     recoverable_errors: list[str] = field(default_factory=list)
+
+
+def episode_trace(ctx: JobContext, handler: str, episode: Episode, **extra: Any) -> Trace:
+    """The episode as a token-faithful trace, with the metadata every agent-loop handler records."""
+    backends = ctx.policy.backends_used
+    meta = {
+        "job_id": ctx.job_id,
+        "task_id": ctx.spec.task_id,
+        "handler": handler,
+        **extra,
+        "builder": "agent_loop",
+        "backend": backends[-1] if backends else None,
+        "backends": backends,
+        "turns": episode.turns,
+        "tool_calls": episode.tool_calls,
+        "recoverable_errors": episode.recoverable_errors,
+        "policy_version": ctx.metadata.get("policy_version"),
+    }
+    return episode.conversation.to_trace(episode.finish_reason, meta)
 
 
 def call_seed(job_id: str, base: int | None, turn: int) -> int:

@@ -36,7 +36,7 @@ from pydantic import AliasChoices, Field, field_validator
 
 from containers import ExecServerError, Sandbox, SandboxError, get_runtime
 from containers.tools.registry import openai_tools
-from farm.agent.loop import AgentConfig, run_agent
+from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from handlers.base import AgentHandler, EvalOutput, HandlerInstance, RunOutput
@@ -192,19 +192,7 @@ class CodeHandler(AgentHandler):
         ]
         episode = run_agent(ctx, messages, tools, config)
         solution, missing = read_solution(sandbox)
-        meta = {
-            "job_id": ctx.job_id,
-            "task_id": ctx.spec.task_id,
-            "handler": self.name,
-            "builder": "agent_loop",
-            "backend": ctx.policy.backends_used[-1] if ctx.policy.backends_used else None,
-            "backends": ctx.policy.backends_used,
-            "turns": episode.turns,
-            "tool_calls": episode.tool_calls,
-            "recoverable_errors": episode.recoverable_errors,
-            "policy_version": ctx.metadata.get("policy_version"),
-        }
-        trace = episode.conversation.to_trace(episode.finish_reason, meta)
+        trace = episode_trace(ctx, self.name, episode)
         metadata: dict[str, Any] = {"turns": episode.turns, "tool_calls": episode.tool_calls}
         if missing:
             metadata["solution_missing"] = missing

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from farm.agent.loop import AgentConfig, run_agent
+from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from handlers.base import AgentHandler, EvalOutput, HandlerInstance, RunOutput
@@ -60,19 +60,7 @@ class MathHandler(AgentHandler):
         tools = self.tools(inst, state)
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": inst.question}]
         episode = run_agent(ctx, messages, tools, config)
-        meta = {
-            "job_id": ctx.job_id,
-            "task_id": ctx.spec.task_id,
-            "handler": self.name,
-            "builder": "agent_loop",
-            "backend": ctx.policy.backends_used[-1] if ctx.policy.backends_used else None,
-            "backends": ctx.policy.backends_used,
-            "turns": episode.turns,
-            "tool_calls": episode.tool_calls,
-            "recoverable_errors": episode.recoverable_errors,
-            "policy_version": ctx.metadata.get("policy_version"),
-        }
-        trace = episode.conversation.to_trace(episode.finish_reason, meta)
+        trace = episode_trace(ctx, self.name, episode)
         answer = extract_boxed(episode.final_text)
         return RunOutput(
             traces=[trace],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from farm.agent.loop import AgentConfig, run_agent
+from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from handlers.base import AgentHandler, EvalOutput, RunOutput
 from handlers.context import JobContext
@@ -84,20 +84,7 @@ class SweHandler(AgentHandler):
         except Exception as exc:
             log.warning("no patch for %s: %s", ctx.job_id, exc)
             patch_error = f"{type(exc).__name__}: {exc}"[:500]
-        meta = {
-            "job_id": ctx.job_id,
-            "task_id": ctx.spec.task_id,
-            "handler": self.name,
-            "instance_id": inst.instance_id,
-            "builder": "agent_loop",
-            "backend": ctx.policy.backends_used[-1] if ctx.policy.backends_used else None,
-            "backends": ctx.policy.backends_used,
-            "turns": episode.turns,
-            "tool_calls": episode.tool_calls,
-            "recoverable_errors": episode.recoverable_errors,
-            "policy_version": ctx.metadata.get("policy_version"),
-        }
-        trace = episode.conversation.to_trace(episode.finish_reason, meta)
+        trace = episode_trace(ctx, self.name, episode, instance_id=inst.instance_id)
         return RunOutput(
             traces=[trace],
             artifacts={"patch": patch, "final_text": episode.final_text},
