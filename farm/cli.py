@@ -64,7 +64,7 @@ def up(
     log_dir: Path | None,
 ) -> None:
     """Start everything (Redis if none answers, API, one worker per queue, reference LLM) until Ctrl-C."""
-    from farm.launcher import LocalFarm, default_workers, sigterm_as_keyboard_interrupt
+    from farm.launcher import LocalFarm, default_workers, stop_signals_as_keyboard_interrupt
 
     settings = get_settings()
     farm = LocalFarm(
@@ -77,7 +77,7 @@ def up(
         quiet=log_dir is None,
         supervise=True,
     )
-    with sigterm_as_keyboard_interrupt():
+    with stop_signals_as_keyboard_interrupt():
         try:
             farm.start()
             click.echo(f"farm up: API {farm.api_url} (docs at /docs), Redis {farm.redis_url}")

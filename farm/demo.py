@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from farm.launcher import LocalFarm, default_workers, sigterm_as_keyboard_interrupt
+from farm.launcher import LocalFarm, default_workers, stop_signals_as_keyboard_interrupt
 from farm.models.results import JobResult
 from farm.settings import get_settings
 
@@ -69,7 +69,7 @@ def run_demo(n_tasks: int, samples: int, out: Path, llm_args: list[str], run_con
         llm_args=llm_args,
         supervise=True,
     )
-    with sigterm_as_keyboard_interrupt():
+    with stop_signals_as_keyboard_interrupt():
         try:
             with console.status("starting Redis, API, workers and the reference LLM…"):
                 farm.start()

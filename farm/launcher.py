@@ -255,14 +255,17 @@ class LocalFarm:
 
 
 @contextlib.contextmanager
-def sigterm_as_keyboard_interrupt() -> Iterator[None]:
-    """So `farm up` under a supervisor (SIGTERM) cleans up exactly as on Ctrl-C."""
+def stop_signals_as_keyboard_interrupt() -> Iterator[None]:
+    """So `farm up` stops the same way on Ctrl-C and under a supervisor (SIGTERM). SIGINT is taken
+    even when it arrived ignored (a process started in the background by a script): Python would
+    otherwise leave it ignored, and "Ctrl-C stops everything" would not hold."""
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, earlier in previous.items():
+            signal.signal(signum, earlier)

@@ -1,8 +1,10 @@
-"""Resource limits applied by the execution server to itself at start-up, inherited by all it starts."""
+"""Resource limits and signal dispositions the execution server sets on itself at start-up, inherited
+by all it starts."""
 
 from __future__ import annotations
 
 import resource
+import signal
 
 MB = 1024 * 1024
 
@@ -30,3 +32,12 @@ def apply_rlimits(limits: dict[str, int | None]) -> dict[str, int]:
         resource.setrlimit(which, (wanted, wanted))
         applied[name] = wanted
     return applied
+
+
+def restore_default_signals() -> None:
+    """Undo an inherited SIG_IGN for SIGINT and SIGQUIT (a worker started in the background by a script
+    ignores both, and exec keeps ignored signals ignored). Otherwise Ctrl-C on the bash tool's terminal
+    would interrupt nothing: its timeouts and cancels rely on it."""
+    for signum in (signal.SIGINT, signal.SIGQUIT):
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)

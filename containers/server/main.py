@@ -11,7 +11,7 @@ import sys
 import threading
 
 from containers.server.app import ExecService, Handler, TcpServer, UnixServer, serve
-from containers.server.limits import apply_rlimits
+from containers.server.limits import apply_rlimits, restore_default_signals
 
 DEFAULTS = {
     "socket": None,  # Unix socket path to listen on (required)
@@ -38,6 +38,7 @@ def parse_config(argv: list[str]) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> None:
     config = parse_config(sys.argv[1:] if argv is None else argv)
     apply_rlimits(config["limits"])  # type: ignore[arg-type]
+    restore_default_signals()
     workdir = str(config["workdir"])
     os.makedirs(workdir, exist_ok=True)
     os.chdir(workdir)

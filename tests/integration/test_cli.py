@@ -41,10 +41,6 @@ def own_redis() -> Iterator[EmbeddedRedis]:
     server.stop()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="seen failing only in full runs from a fresh clone (passes alone); under investigation",
-)
 def test_farm_up_serves_and_ctrl_c_leaves_no_process(own_redis: EmbeddedRedis, tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "FARM_REDIS_URL": own_redis.url, "FARM_WORKDIR": str(tmp_path)}
@@ -55,6 +51,9 @@ def test_farm_up_serves_and_ctrl_c_leaves_no_process(own_redis: EmbeddedRedis, t
         stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # As when started in the background by a script: SIGINT arrives ignored, and Ctrl-C must
+        # still stop everything.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     children: list[psutil.Process] = []
     try:

@@ -22,6 +22,7 @@ from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState, Trace
 
 pytestmark = pytest.mark.integration
+pytest.importorskip("torch", reason="the tiny policy needs the model extra: pip install -e '.[model]'")
 
 ROLLOUTS = int(os.environ.get("FARM_TINY_ROLLOUTS", "50"))
 HANDLERS = Path(__file__).resolve().parents[2] / "handlers"
