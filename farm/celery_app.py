@@ -23,19 +23,21 @@ def node_run_queue(node: str) -> str:
     return f"run.{node}"
 
 
-def route_stage(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any) -> dict | None:
-    """Run stages go to the sending node's own run queue when a live worker there consumes it.
+def run_queue_here() -> str:
+    """This node's own run queue when a live worker consumes it, else the global one.
 
-    The run stage is sent by the init worker when init finishes, so "the sending node" is the node
-    that prepared the sandbox. Without a live run worker on that node the job goes to the global queue.
-    """
+    The run stage is sent by the init worker when init finishes, so "this node" is the node that
+    prepared the sandbox."""
+    local = node_run_queue(get_settings().node)
+    return local if local in live_run_queues() else "run"
+
+
+def route_stage(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any) -> dict | None:
+    """Where `send_task("farm.<stage>")` goes when no queue is given (the farm itself always names one)."""
     stage = STAGE_TASKS.get(name)
     if stage is None:
         return None
-    if stage == "run":
-        local = node_run_queue(get_settings().node)
-        return {"queue": local if local in live_run_queues() else "run"}
-    return {"queue": stage}
+    return {"queue": run_queue_here() if stage == "run" else stage}
 
 
 def create_app() -> Celery:

@@ -16,8 +16,10 @@ from typing import Any
 
 from farm import keys
 from farm.agent.policy import PolicyClient
+from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
+from farm.jobs.dispatch import FOLLOWING_STAGE, stage_task_id
 from farm.jobs.store import JobRecord, JobStore, terminal_result
 from farm.models.results import JobResult, JobState, StageError, Trajectory
 from farm.settings import get_settings
@@ -27,16 +29,9 @@ from handlers.registry import get_handler
 from tasks.backpressure import wait_for_ready_slot
 from tasks.monitor import job_monitor
 from tasks.resume import resume_stages
-from tasks.services import backend_pool, job_store
+from tasks.services import backend_pool, job_store, stage_messages
 
 log = logging.getLogger(__name__)
-
-
-class StageOutcome:
-    """What the Celery task should do with its chain after the stage."""
-
-    CONTINUE = "continue"
-    STOP = "stop"
 
 
 class Attempt:
@@ -63,7 +58,13 @@ class Attempt:
         return True
 
     def end_stage(self, elapsed_s: float, fields: dict[str, str] | None = None, **outputs: Any) -> bool:
-        return self.store.end_stage(self.job_id, self.token, self.stage, elapsed_s, fields, **outputs)
+        """Records the stage done and enqueues the next one, in one step (False: the lease was lost)."""
+        following = FOLLOWING_STAGE[self.stage]
+        queue = run_queue_here() if following == "run" else following
+        message = stage_messages().build(self.job_id, following, stage_task_id(self.job_id, following), queue)
+        return self.store.end_stage(
+            self.job_id, self.token, self.stage, elapsed_s, message, fields, **outputs
+        )
 
 
 def _context(
@@ -110,14 +111,14 @@ def _ended(ctx: JobContext, state: JobState, stage: str, message: str, **extra: 
     )
 
 
-def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> str:
+def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
     store = job_store()
     owner = hostname or get_settings().node
     verdict, record, token = store.begin_stage(job_id, stage, owner)
-    if verdict == "done":
-        return StageOutcome.CONTINUE  # a redelivered stage that had already finished
-    if verdict in ("missing", "terminal", "leased") or record is None:
-        return StageOutcome.STOP  # gone, over, or a live attempt elsewhere runs it and moves on
+    if verdict in ("missing", "terminal", "done", "leased") or record is None:
+        # Gone, over, a redelivery of a stage that finished (its end sent the next one), or a live
+        # attempt elsewhere runs it.
+        return
     if verdict in ("revoked", "expired"):
         if stage == "run":
             _release_init_state(record)
@@ -128,7 +129,7 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> str:
         result = terminal_result(record, state, StageError(stage=stage, type=state.value, message=message))
         if store.finalize(result):
             backend_pool().release(job_id)
-        return StageOutcome.STOP
+        return
 
     attempt = Attempt(store, record, stage, token)
     monitor = job_monitor()
@@ -145,9 +146,9 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> str:
                     StageError(stage=stage, type=type(exc).__name__, message=str(exc)[:2000]),
                 )
             )
-            return StageOutcome.STOP
+            return
         runner = {"init": _init, "run": _run, "eval": _eval}[stage]
-        return runner(attempt, handler, ctx)
+        runner(attempt, handler, ctx)
     finally:
         monitor.leave(job_id)
 
@@ -159,23 +160,22 @@ def _interrupted(
     exc: Exception,
     state: dict[str, Any] | None,
     **captured: Any,
-) -> str:
+) -> None:
     """Cancellation, a spent budget, a lost lease or a draining worker, in any stage."""
     if isinstance(exc, LeaseLost):
         # Another attempt owns the job now (and what init made): touch nothing.
         log.warning("%s", exc)
-        return StageOutcome.STOP
+        return
     if state is not None:
         _teardown_quietly(handler, ctx, state)
     if isinstance(exc, WorkerDraining):
         resume_stages(attempt, restart_from_init=state is not None and attempt.stage == "run")
-        return StageOutcome.STOP
+        return
     kind = JobState.cancelled if isinstance(exc, JobCancelled) else JobState.timeout
     attempt.finish(_ended(ctx, kind, attempt.stage, str(exc), **captured))
-    return StageOutcome.STOP
 
 
-def _init(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
+def _init(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
     state: dict[str, Any] = {}
     try:
         if handler.node_local:
@@ -183,44 +183,42 @@ def _init(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
         state = handler.init(ctx)
         ctx.check()
     except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
-        return _interrupted(attempt, handler, ctx, exc, state)
+        _interrupted(attempt, handler, ctx, exc, state)
+        return
     except Exception as exc:
         log.exception("init of %s failed", ctx.job_id)
         _teardown_quietly(handler, ctx, state)
         attempt.finish(_callback(handler.init_exception, ctx, "init", exc))
-        return StageOutcome.STOP
+        return
     if not attempt.end_stage(time.monotonic() - ctx.started, {"node": ctx.node}, init_state=state):
         log.warning("init of %s finished after its lease was lost; discarding", ctx.job_id)
-        return StageOutcome.STOP
-    return StageOutcome.CONTINUE
 
 
-def _run(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
+def _run(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
     state = attempt.record.output("init_state") or {}
     try:
         run = handler.run(ctx, state)
     except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
-        return _interrupted(attempt, handler, ctx, exc, state)
+        _interrupted(attempt, handler, ctx, exc, state)
+        return
     except Exception as exc:
         log.exception("run of %s failed", ctx.job_id)
         _teardown_quietly(handler, ctx, state)
         attempt.finish(_callback(handler.run_exception, ctx, "run", exc, state))
-        return StageOutcome.STOP
+        return
     _teardown_quietly(handler, ctx, state)
     if run.outcome != "completed":
         kind = JobState.timeout if run.outcome == "timeout" else JobState.cancelled
         message = "budget spent during run" if kind is JobState.timeout else "cancelled during run"
         captured = {"trajectory": Trajectory(traces=run.traces), "artifacts": run.artifacts}
         attempt.finish(_ended(ctx, kind, "run", message, **captured))
-        return StageOutcome.STOP
+        return
     elapsed = time.monotonic() - ctx.started
     if not attempt.end_stage(elapsed, {"run_node": ctx.node}, run_output=run.model_dump(mode="json")):
         log.warning("run of %s finished after its lease was lost; discarding", ctx.job_id)
-        return StageOutcome.STOP
-    return StageOutcome.CONTINUE
 
 
-def _eval(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
+def _eval(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
     state = attempt.record.output("init_state") or {}
     run = RunOutput.model_validate(attempt.record.output("run_output") or {})
     try:
@@ -228,13 +226,13 @@ def _eval(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> str:
         result = handler.final_result(ctx, run, evaluation)
     except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
         captured = {"trajectory": Trajectory(traces=run.traces), "artifacts": run.artifacts}
-        return _interrupted(attempt, handler, ctx, exc, None, **captured)
+        _interrupted(attempt, handler, ctx, exc, None, **captured)
+        return
     except Exception as exc:
         log.exception("eval of %s failed", ctx.job_id)
         attempt.finish(_callback(handler.eval_exception, ctx, "eval", exc, run))
-        return StageOutcome.STOP
+        return
     attempt.finish(result.model_copy(update={"timings": ctx.timings()}))
-    return StageOutcome.STOP
 
 
 def _callback(hook: Any, ctx: JobContext, stage: str, exc: BaseException, *args: Any) -> JobResult:

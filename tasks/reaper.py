@@ -129,10 +129,10 @@ def _jobs_with_messages(r: Any) -> set[str]:
 
 
 def sweep_stalled(grace_s: float | None = None) -> int:
-    """Jobs waiting past the grace period with no running stage whose stage message is nowhere: the
-    process that should have published it died first (the API between recording and sending a job,
-    a worker between ending a stage and sending the next), or a worker died in the instant between
-    taking it off the queue and kombu recording the delivery. Send it again.
+    """Jobs waiting past the grace period with no running stage whose stage message is nowhere: a
+    worker died in the instant between taking it off the queue and kombu recording the delivery, or a
+    reaper or draining worker died between giving a lost stage's lease back and sending it again
+    (recording a job and ending a stage enqueue the next message atomically). Send it again.
     At most one worker sweeps per half grace period (the scan reads every queue)."""
     store = job_store()
     r = store.r

@@ -1,5 +1,6 @@
-"""Sending a job's remaining stages again after its stage was lost (worker killed: the reaper) or
-given back (worker shutting down). Counted as infrastructure retries, bounded per job."""
+"""Sending a job's stage again after it was lost (worker killed: the reaper) or given back (worker
+shutting down). Counted as infrastructure retries, bounded per job. The stages after it follow as
+usual: each stage's end enqueues the next."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from farm import keys
-from farm.jobs.dispatch import MOST_URGENT, send_stages, stage_task_ids
+from farm.jobs.dispatch import MOST_URGENT, broker_priority, stage_task_id
 from farm.jobs.store import JobStore, terminal_result
-from farm.models.results import STAGES, JobState, StageError
+from farm.models.results import JobState, StageError
 from farm.workers import live_run_queues
 from handlers.registry import get_handler
+from tasks.services import stage_messages
 
 if TYPE_CHECKING:
     from tasks.lifecycle import Attempt
@@ -28,8 +30,6 @@ def resume_stages(attempt: Attempt, restart_from_init: bool) -> None:
 
 
 def resend(store: JobStore, job_id: str, stage: str, retries: int, node: str) -> None:
-    from farm.celery_app import app
-
     record = store.get(job_id)
     if record is None or record.state.terminal:
         return
@@ -41,18 +41,15 @@ def resend(store: JobStore, job_id: str, stage: str, retries: int, node: str) ->
         )
         store.finalize(terminal_result(record, JobState.failed, error))
         return
-    run_queue = None
-    if stage == "run":
+    queue = stage
+    if stage == "run" and get_handler(record.spec.handler).node_local:
         local = f"run.{node}" if node else ""
-        if not get_handler(record.spec.handler).node_local:
-            run_queue = "run"
-        elif local and local in live_run_queues():
-            run_queue = local
+        if local and local in live_run_queues():
+            queue = local
         else:  # what init made lives on a node without a live run worker: start over
             store.drop_ready_slot(job_id)
             store.r.hdel(keys.job(job_id), "done:init", "init_state", "node")
-            stage = "init"
-    stages = STAGES[STAGES.index(stage) :]
-    log.warning("re-sending %s of job %s (infra retry %d)", "/".join(stages), job_id, retries)
-    ids = stage_task_ids(job_id, stages, attempt=retries)
-    send_stages(app, job_id, ids, run_queue=run_queue, priority=MOST_URGENT)
+            stage = queue = "init"
+    log.warning("re-sending %s of job %s (infra retry %d)", stage, job_id, retries)
+    task_id = stage_task_id(job_id, stage, attempt=retries)
+    store.enqueue(stage_messages().build(job_id, stage, task_id, queue, broker_priority(MOST_URGENT)))

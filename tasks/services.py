@@ -6,6 +6,7 @@ from functools import lru_cache
 
 import redis
 
+from farm.jobs.messages import StageMessages
 from farm.jobs.store import JobStore
 from farm.pool import BackendPool
 from farm.redis_clients import redis_client as make_redis_client
@@ -25,3 +26,10 @@ def job_store() -> JobStore:
 @lru_cache
 def backend_pool() -> BackendPool:
     return BackendPool(redis_client())
+
+
+@lru_cache
+def stage_messages() -> StageMessages:
+    from farm.celery_app import app
+
+    return StageMessages(app)

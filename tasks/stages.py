@@ -1,4 +1,7 @@
-"""The three Celery stage tasks. Each takes only the job id: everything else is in the job record."""
+"""The three Celery stage tasks. Each takes only the job id: everything else is in the job record.
+
+There is no Celery chain: a stage that ends well enqueues the next one in the same Lua call that
+records it done (farm/jobs/messages.py), so a message carries one stage and nothing to send after it."""
 
 from __future__ import annotations
 
@@ -6,24 +9,19 @@ from celery import Task
 
 import tasks.reaper  # noqa: F401  (connects the reaper and drain hooks to worker signals)
 from farm.celery_app import app
-from tasks.lifecycle import StageOutcome, execute_stage
-
-
-def _stage(task: Task, job_id: str, stage: str) -> None:
-    if execute_stage(job_id, stage, task.request.hostname) == StageOutcome.STOP:
-        task.request.chain = None  # the job has ended or another attempt carries it: send nothing more
+from tasks.lifecycle import execute_stage
 
 
 @app.task(name="farm.init", bind=True)
 def init_stage(self: Task, job_id: str) -> None:
-    _stage(self, job_id, "init")
+    execute_stage(job_id, "init", self.request.hostname)
 
 
 @app.task(name="farm.run", bind=True)
 def run_stage(self: Task, job_id: str) -> None:
-    _stage(self, job_id, "run")
+    execute_stage(job_id, "run", self.request.hostname)
 
 
 @app.task(name="farm.eval", bind=True)
 def eval_stage(self: Task, job_id: str) -> None:
-    _stage(self, job_id, "eval")
+    execute_stage(job_id, "eval", self.request.hostname)

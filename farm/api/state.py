@@ -12,6 +12,7 @@ from fastapi import Request
 from farm import keys
 from farm.api.submit import Submitter
 from farm.api.waiter import JobWaiter
+from farm.jobs.messages import StageMessages
 from farm.jobs.store import AsyncJobStore
 from farm.pool import AsyncBackendPool
 from farm.redis_clients import async_redis_client
@@ -51,7 +52,7 @@ class FarmState:
             redis=client,
             store=store,
             pool=AsyncBackendPool(client),
-            submitter=Submitter(celery, store),
+            submitter=Submitter(StageMessages(celery), store),
             waiter=JobWaiter(client, store),
         )
 

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from typing import Any
 
 import anyio
-from celery import Celery
 from fastapi.exceptions import RequestValidationError
-from kombu.exceptions import OperationalError
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 
-from farm.jobs.dispatch import send_stages, stage_task_ids
+from farm.jobs.dispatch import broker_priority, stage_task_ids
+from farm.jobs.messages import StageMessages
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import AsyncJobStore
 from handlers.registry import UnknownHandler, get_handler
-
-log = logging.getLogger(__name__)
 
 
 def new_job_id() -> str:
@@ -56,20 +51,16 @@ def validate_instance(instance: dict[str, Any], loc: tuple[str, ...] = ("body", 
 
 
 class Submitter:
-    def __init__(self, celery: Celery, store: AsyncJobStore) -> None:
-        self.celery = celery
+    def __init__(self, messages: StageMessages, store: AsyncJobStore) -> None:
+        self.messages = messages
         self.store = store
 
     async def submit(self, spec: JobSpec) -> bool:
-        """Creates the job and enqueues its chain; False (and nothing queued) if the id exists."""
+        """Records the job and enqueues its init stage in one step (each later stage is enqueued by the
+        end of the one before); False (and nothing queued) if the id exists."""
         spec.submitted_at = spec.submitted_at or time.time()
+        if not self.messages.ready:
+            await anyio.to_thread.run_sync(self.messages.open)  # once per process, off the event loop
         ids = stage_task_ids(spec.job_id)
-        if not await self.store.create(spec, ids):
-            return False
-        try:
-            await anyio.to_thread.run_sync(send_stages, self.celery, spec.job_id, ids, None, spec.priority)
-        except (OperationalError, RedisError):
-            # Recorded but not sent (Redis went away past the publish retries): the stall sweep sends
-            # it once the broker is back, so the job is accepted all the same.
-            log.warning("could not send job %s yet; the stall sweep will", spec.job_id, exc_info=True)
-        return True
+        init = self.messages.build(spec.job_id, "init", ids["init"], "init", broker_priority(spec.priority))
+        return await self.store.create(spec, ids, init)

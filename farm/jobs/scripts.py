@@ -27,8 +27,9 @@ local function drop_ready(job_key, job_id)
 end
 """
 
-# KEYS: job, active, by_state
-# ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url
+# KEYS: job, active, by_state, init queue list
+# ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url, init message
+# The job and its init message exist together or not at all (farm/jobs/messages.py).
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'task_ids', ARGV[3], 'state', 'queued',
@@ -37,6 +38,7 @@ if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'callback_url', ARGV[7]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'queued', 1)
+redis.call('LPUSH', KEYS[4], ARGV[8])
 return 1
 """
 
@@ -92,19 +94,22 @@ redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 return 1
 """
 
-# KEYS: job, stats, leases   ARGV: token, stage, elapsed, now, job_id, field1, value1, ...
-# Fenced: records the stage's time and outputs, marks it done and gives the lease back; `enqueued_at`
-# starts the next stage's queue time (and lets the stall sweep find it if its message never goes out).
+# KEYS: job, stats, leases, next stage's queue list
+# ARGV: token, stage, elapsed, now, job_id, next stage's message, field1, value1, ...
+# Fenced: records the stage's time and outputs, marks it done, gives the lease back and enqueues the next
+# stage, all at once (so no crash can leave a finished stage with no next one); `enqueued_at` starts the
+# next stage's queue time.
 END_STAGE = (
     _CLEAR_LEASE
     + """
 if redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[1] then return 0 end
 redis.call('HINCRBYFLOAT', KEYS[1], 't_' .. ARGV[2], ARGV[3])
-for i = 6, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 7, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'done:' .. ARGV[2], '1', 'enqueued_at', ARGV[4])
 redis.call('HINCRBYFLOAT', KEYS[2], 'stage_seconds_sum:' .. ARGV[2], ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'stage_count:' .. ARGV[2], 1)
 clear_lease(KEYS[1], KEYS[3], ARGV[5])
+redis.call('LPUSH', KEYS[4], ARGV[6])
 return 1
 """
 )

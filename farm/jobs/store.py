@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.jobs import scripts
+from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec
 from farm.models.results import STAGES, JobResult, JobState, StageError, Timings
 
@@ -119,7 +120,7 @@ LEASE_TTL_S = 6.0
 """A running stage renews its lease every LEASE_TTL_S / 3; a lease this old means the worker is gone."""
 
 
-def _create_args(spec: JobSpec, task_ids: dict[str, str], ttl_s: int) -> list[Any]:
+def _create_args(spec: JobSpec, task_ids: dict[str, str], ttl_s: int, init: QueuedMessage) -> list[Any]:
     spec_json = spec.model_dump_json()
     return [
         spec.job_id,
@@ -129,11 +130,12 @@ def _create_args(spec: JobSpec, task_ids: dict[str, str], ttl_s: int) -> list[An
         ttl_s,
         spec.timeout_s,
         spec.callback_url or "",
+        init.payload,
     ]
 
 
-def _create_keys(job_id: str) -> list[str]:
-    return [keys.job(job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE]
+def _create_keys(job_id: str, init: QueuedMessage) -> list[str]:
+    return [keys.job(job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE, init.key]
 
 
 def _finalize_keys(job_id: str) -> list[str]:
@@ -186,11 +188,15 @@ class JobStore:
         self._take_ready = client.register_script(scripts.TAKE_READY_SLOT)
         self._drop_ready = client.register_script(scripts.DROP_READY)
 
-    def create(self, spec: JobSpec, task_ids: dict[str, str]) -> bool:
-        """False when a job with this id exists already (idempotent resubmission)."""
-        return bool(
-            self._create(keys=_create_keys(spec.job_id), args=_create_args(spec, task_ids, self.ttl_s))
-        )
+    def create(self, spec: JobSpec, task_ids: dict[str, str], init: QueuedMessage) -> bool:
+        """Records the job and enqueues its init message together; False (and nothing queued) when a job
+        with this id exists already (idempotent resubmission)."""
+        args = _create_args(spec, task_ids, self.ttl_s, init)
+        return bool(self._create(keys=_create_keys(spec.job_id, init), args=args))
+
+    def enqueue(self, message: QueuedMessage) -> None:
+        """Sends a stage message on its own (a stage sent again after its attempt was lost)."""
+        self.r.lpush(message.key, message.payload)
 
     def get(self, job_id: str) -> JobRecord | None:
         return JobRecord.parse(self.r.hgetall(keys.job(job_id)))
@@ -218,15 +224,18 @@ class JobStore:
         token: int,
         stage: str,
         elapsed_s: float,
+        following: QueuedMessage,
         fields: dict[str, str] | None = None,
         **outputs: Any,
     ) -> bool:
-        """Records the stage's time and JSON outputs (plus plain `fields`), marks it done and gives the
-        lease back. False if this attempt no longer holds the lease (nothing is written)."""
+        """Records the stage's time and JSON outputs (plus plain `fields`), marks it done, gives the
+        lease back and enqueues the `following` stage, in one step. False if this attempt no longer
+        holds the lease (nothing is written or sent)."""
         pairs = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
         flat = [item for pair in pairs.items() for item in pair]
-        args = [token, stage, elapsed_s, time.time(), job_id, *flat]
-        return bool(self._end(keys=[keys.job(job_id), keys.STATS, keys.LEASES], args=args))
+        args = [token, stage, elapsed_s, time.time(), job_id, following.payload, *flat]
+        job_keys = [keys.job(job_id), keys.STATS, keys.LEASES, following.key]
+        return bool(self._end(keys=job_keys, args=args))
 
     def release(self, job_id: str, token: int, restart_from_init: bool) -> int:
         """Gives the lease back unfinished so the stage can be sent again; the infra retry count or 0."""
@@ -272,9 +281,9 @@ class AsyncJobStore:
         self._create = client.register_script(scripts.CREATE)
         self._finalize = client.register_script(scripts.FINALIZE)
 
-    async def create(self, spec: JobSpec, task_ids: dict[str, str]) -> bool:
-        args = _create_args(spec, task_ids, self.ttl_s)
-        return bool(await self._create(keys=_create_keys(spec.job_id), args=args))
+    async def create(self, spec: JobSpec, task_ids: dict[str, str], init: QueuedMessage) -> bool:
+        args = _create_args(spec, task_ids, self.ttl_s, init)
+        return bool(await self._create(keys=_create_keys(spec.job_id, init), args=args))
 
     async def get(self, job_id: str) -> JobRecord | None:
         return JobRecord.parse(await self.r.hgetall(keys.job(job_id)))

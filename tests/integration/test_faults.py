@@ -21,7 +21,7 @@ import redis
 
 from farm import keys
 from farm.embedded_redis import EmbeddedRedis, free_port
-from farm.jobs.dispatch import send_stages
+from farm.jobs.messages import StageMessages
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from tests.integration.jobs import submit, wait_state
@@ -102,16 +102,22 @@ def test_a_killed_run_stage_resumes_elsewhere_within_15_s(faulty_farm: LocalFarm
         faulty_farm.respawn(victim)
 
 
-def test_a_duplicate_delivery_never_runs_a_stage_twice(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
+def send_stage(farm: LocalFarm, job_id: str, stage: str, task_id: str) -> None:
+    """A stage message of the job, sent on its own (as a redelivery or a stray duplicate would be)."""
     from farm.celery_app import create_app
 
     celery = create_app()
-    celery.conf.broker_url = faulty_farm.redis_url
+    celery.conf.broker_url = farm.redis_url
+    message = StageMessages(celery).build(job_id, stage, task_id, stage)
+    redis.Redis.from_url(farm.redis_url).lpush(message.key, message.payload)
+
+
+def test_a_duplicate_delivery_never_runs_a_stage_twice(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
     job_id = submit(fapi, {"handler": "noop", "run_s": 2})
     assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
     token = job_fields(faulty_farm, job_id)["lease_token"]
     # What a visibility-timeout redelivery would do: the same stage again while it runs.
-    send_stages(celery, job_id, {"run": f"{job_id}.run.dup", "eval": f"{job_id}.eval.dup"})
+    send_stage(faulty_farm, job_id, "run", f"{job_id}.run.dup")
     result = wait_state(fapi, job_id, {"done", "failed"}, 20)
     assert result.state is JobState.done
     assert result.timings.run == pytest.approx(2.0, abs=0.6)  # ran once, not twice
@@ -119,7 +125,8 @@ def test_a_duplicate_delivery_never_runs_a_stage_twice(faulty_farm: LocalFarm, f
     assert int(fields["attempt"]) == int(token) + 1  # only the eval attempt followed
     finished = json.loads(fields["result"])["metadata"]["finished_at"]
     # ... and after the job ended: refused at the door, nothing rewritten.
-    send_stages(celery, job_id, {"run": f"{job_id}.run.late", "eval": f"{job_id}.eval.late"})
+    for stage in ("run", "eval"):
+        send_stage(faulty_farm, job_id, stage, f"{job_id}.{stage}.late")
     time.sleep(1.0)
     assert json.loads(job_fields(faulty_farm, job_id)["result"])["metadata"]["finished_at"] == finished
 
@@ -230,15 +237,19 @@ def test_a_message_taken_by_a_worker_that_died_before_starting_it_is_sent_again(
 def test_a_job_whose_stage_was_never_sent_is_sent_by_the_sweep(
     faulty_farm: LocalFarm, fapi: httpx.Client
 ) -> None:
-    """The API (or a worker continuing a chain) died between recording a job and publishing its stage."""
+    """A job waiting for a stage whose message is nowhere: what a reaper (or a draining worker) killed
+    between taking a lost stage's lease and sending the stage again leaves behind. Recording a job and
+    ending a stage enqueue the next message in the same step, so only these paths have such a window."""
     from farm.jobs.dispatch import stage_task_ids
+    from farm.jobs.messages import QueuedMessage
     from farm.jobs.spec import JobSpec
     from farm.jobs.store import JobStore
 
     store = JobStore(redis.Redis.from_url(faulty_farm.redis_url), ttl_s=3600)
     job_id = f"unsent-{uuid.uuid4().hex[:8]}"
     spec = JobSpec(job_id=job_id, handler="noop", instance={"handler": "noop"}, timeout_s=60)
-    assert store.create(spec, stage_task_ids(job_id))  # recorded, never sent
+    nowhere = QueuedMessage(key="nobody-reads-this", payload="{}", queue="nowhere", task_id="-")
+    assert store.create(spec, stage_task_ids(job_id), nowhere)  # recorded, its stage never sent
     result = wait_state(fapi, job_id, {"done", "failed"}, 30)
     assert result.state is JobState.done, result.error
     assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
