@@ -53,23 +53,27 @@ class JobWaiter:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
 
-    async def wait(self, job_id: str, timeout_s: float) -> JobPeek | None:
+    async def wait(self, job_id: str, timeout_s: float, just_created: bool = False) -> JobPeek | None:
         """The job's state and stored result once terminal, or its state when the timeout passes
-        (None if unknown). Reads two fields per wake-up, never the whole record."""
+        (None if unknown). Reads two fields per wake-up, never the whole record; a job `just_created`
+        by this coroutine is not read before its first wake-up (it is queued: nothing ran yet, and its
+        end cannot be announced before this registers, as no await comes between the two)."""
         event = asyncio.Event()
         self._events[job_id].append(event)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        unread = just_created
         try:
             while True:
-                peek = await self.store.peek(job_id)
-                if peek is None or peek.terminal:
-                    return peek
-                left = deadline - loop.time()
-                if left <= 0:
-                    return peek
+                if unread:
+                    unread = False
+                else:
+                    peek = await self.store.peek(job_id)
+                    if peek is None or peek.terminal or loop.time() >= deadline:
+                        return peek
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), min(RECHECK_S, left))
+                    async with asyncio.timeout(min(RECHECK_S, deadline - loop.time())):
+                        await event.wait()
                 event.clear()
         finally:
             self._events[job_id].remove(event)
