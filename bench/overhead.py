@@ -5,19 +5,24 @@ tasks on the same worker processes vs the handler called in-process.
 
 Prints p50/p99 sequential latency and sustained rollouts/s with 64 in flight, each the median over
 --repeats runs, with the farm/bare ratios the issue's targets are stated in (the median of the
-per-run ratios: each run measures both back to back, so the machine's slower spells cancel out).
+per-run ratios: each run measures both back to back, so the machine's slower spells cancel out),
+and the CPU each rollout costs in all processes together (Redis, API, workers and the load client)
+while 64 are in flight.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
+import psutil
 from rich.console import Console
 from rich.table import Table
 
@@ -55,6 +60,24 @@ def in_process_latencies(n: int) -> list[float]:
         handler.final_result(ctx, run, handler.eval(ctx, state, run))
         out.append(time.perf_counter() - t0)
     return out
+
+
+def cpu_seconds() -> float:
+    """CPU time used so far by this process and every process it started (the farm, its Redis)."""
+    me = psutil.Process()
+    total = 0.0
+    for process in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+def per_rollout_cpu_ms(throughput: Callable[[], float], total: int) -> tuple[float, float]:
+    """(rollouts/s, CPU ms per rollout in all processes) of one throughput run."""
+    before = cpu_seconds()
+    rate = throughput()
+    return rate, (cpu_seconds() - before) / total * 1000
 
 
 def bare_chain():
@@ -178,15 +201,19 @@ def main() -> None:
                 for name, values in (("local", local), ("bare", bare), ("farm", ours)):
                     rows.setdefault(f"{name}_p50", []).append(pct(values, 0.5) * 1000)
                     rows.setdefault(f"{name}_p99", []).append(pct(values, 0.99) * 1000)
-                rows.setdefault("bare_tput", []).append(
-                    bare_throughput(args.burst, args.inflight, redis_server.url)
+                rate, cpu = per_rollout_cpu_ms(
+                    lambda: bare_throughput(args.burst, args.inflight, redis_server.url), args.burst
                 )
-                rows.setdefault("farm_tput", []).append(
-                    farm_throughput(farm.api_url, args.burst, args.inflight)
+                rows.setdefault("bare_tput", []).append(rate)
+                rows.setdefault("bare_cpu", []).append(cpu)
+                rate, cpu = per_rollout_cpu_ms(
+                    lambda: farm_throughput(farm.api_url, args.burst, args.inflight), args.burst
                 )
+                rows.setdefault("farm_tput", []).append(rate)
+                rows.setdefault("farm_cpu", []).append(cpu)
                 # Paired ratios: both sides of a pair ran back to back, so a slower or faster spell
                 # of the machine cancels out; the table gives the median of the pairs.
-                for metric in ("p50", "p99", "tput"):
+                for metric in ("p50", "p99", "tput", "cpu"):
                     rows.setdefault(f"ratio_{metric}", []).append(
                         rows[f"farm_{metric}"][-1] / rows[f"bare_{metric}"][-1]
                     )
@@ -218,6 +245,13 @@ def main() -> None:
         f"{m['bare_tput']:.0f}",
         "-",
         f"{m['ratio_tput']:.2f}x",
+    )
+    table.add_row(
+        "CPU ms per rollout (all processes)",
+        f"{m['farm_cpu']:.2f}",
+        f"{m['bare_cpu']:.2f}",
+        "-",
+        f"{m['ratio_cpu']:.2f}x",
     )
     console.print(table)
     console.print("targets: farm p50 <= 25 ms and <= 1.5x bare; sustained >= 100/s and >= 0.7x bare")
