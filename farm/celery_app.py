@@ -1,4 +1,4 @@
-"""The Celery app: queues, routing and the at-least-once settings.
+"""The Celery app: queues, run-queue locality and the at-least-once settings.
 
 Queues: `init` (global), `run` (global) and `run.<node>` (the node that initialised a sandbox runs it),
 `eval` (global). A worker started with `-Q run` also consumes its node's `run.<node>` queue.
@@ -16,8 +16,6 @@ from farm.redis_clients import celery_conf, celery_transport_options
 from farm.settings import get_settings
 from farm.workers import live_run_queues
 
-STAGE_TASKS = {"farm.init": "init", "farm.run": "run", "farm.eval": "eval"}
-
 
 def node_run_queue(node: str) -> str:
     return f"run.{node}"
@@ -32,29 +30,12 @@ def run_queue_here() -> str:
     return local if local in live_run_queues() else "run"
 
 
-def route_stage(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any) -> dict | None:
-    """Where `send_task("farm.<stage>")` goes when no queue is given (the farm itself always names one)."""
-    stage = STAGE_TASKS.get(name)
-    if stage is None:
-        return None
-    return {"queue": run_queue_here() if stage == "run" else stage}
-
-
 def create_app() -> Celery:
     settings = get_settings()
     celery = Celery("farm", broker=settings.redis_url, include=["tasks.stages"])
-    conf: dict[str, Any] = {
-        # A stage sent while Redis restarts (a second or so) waits for it instead of failing after
-        # Celery's default ~0.6 s and leaving the job to the stall sweep: 0.5 s steps up to 2 s, ~20 s.
-        "task_publish_retry_policy": {
-            "max_retries": 12,
-            "interval_start": 0,
-            "interval_step": 0.5,
-            "interval_max": 2,
-        },
-    }
-    # With a sentinel:// URL: the farm's Sentinel transport and a longer publish retry over a failover.
-    conf.update(celery_conf(settings))
+    # With a sentinel:// URL: the farm's Sentinel transport. (Stage messages are not published through
+    # kombu: the farm's Lua scripts enqueue them, over clients that retry through outages.)
+    conf: dict[str, Any] = celery_conf(settings)
     celery.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -66,7 +47,6 @@ def create_app() -> Celery:
         task_queues=[Queue("init"), Queue("run"), Queue("eval")],
         task_default_queue="init",
         task_create_missing_queues=True,
-        task_routes=(route_stage,),
         broker_connection_retry_on_startup=True,
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout_s,

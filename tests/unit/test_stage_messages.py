@@ -11,6 +11,7 @@ import redis
 from celery import Celery
 
 from farm.celery_app import create_app
+from farm.embedded_redis import EmbeddedRedis
 from farm.jobs.dispatch import broker_priority
 from farm.jobs.messages import StageMessages
 from farm.settings import get_settings
@@ -19,9 +20,22 @@ from farm.settings import get_settings
 PER_PUBLISH = {"delivery_tag", "reply_to"}
 
 
+@pytest.fixture(scope="module")
+def quiet_redis() -> Iterator[EmbeddedRedis]:
+    """A Redis of this module's own: the session's may have a farm's workers taking messages off it."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(quiet_redis: EmbeddedRedis) -> str:
+    redis.Redis.from_url(quiet_redis.url).flushdb()
+    return quiet_redis.url
+
+
 @pytest.fixture
 def celery(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Celery]:
-    """The farm's Celery app on the test's private Redis."""
+    """The farm's Celery app on the module's Redis."""
     monkeypatch.setenv("FARM_REDIS_URL", redis_url)
     get_settings.cache_clear()
     yield create_app()
