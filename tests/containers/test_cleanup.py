@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import secrets
+import time
 from pathlib import Path
 
 from containers.local import LocalRuntime
@@ -31,10 +33,12 @@ def _sandbox_cgroups() -> set[str]:
 def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> None:
     runtime = LocalRuntime(root=tmp_path / "cycles")
     children_before, cgroups_before = _children_of_this_process(), _sandbox_cgroups()
+    # A duration no other run of this test uses, so the scan below finds only this run's processes.
+    duration = f"300.{secrets.randbelow(10**6):06d}"
     for i in range(100):
         sandbox = runtime.start(SandboxSpec(network=i % 10 == 0))
         # every cycle leaves a process that escaped the process group: only the pid namespace kill gets it
-        result = sandbox.exec(f"setsid sleep 300 & echo {i}")
+        result = sandbox.exec(f"setsid sleep {duration} & echo {i}")
         assert result.stdout == f"{i}\n"
         sandbox.stop()
     assert sandbox_processes(runtime.root) == []
@@ -42,8 +46,18 @@ def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> 
     assert [p.name for p in runtime.root.iterdir() if not p.name.startswith(".")] == []
     assert _sandbox_cgroups() - cgroups_before == set()
     assert runtime.loopback.leases() == {}
-    leftovers = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith(b"sleep\x00300")]
-    assert leftovers == []
+    assert _processes_running(b"sleep\x00" + duration.encode(), within_s=5.0) == []
+
+
+def _processes_running(cmdline_prefix: bytes, within_s: float) -> list[Path]:
+    """Processes whose command line starts with the prefix, once none is left or `within_s` has passed
+    (a process killed a moment ago may still be on its way out of /proc on a loaded machine)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        found = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith(cmdline_prefix)]
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
 
 
 def _cmdline(proc: Path) -> bytes:
