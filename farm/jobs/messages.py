@@ -44,7 +44,7 @@ class StageMessages:
         self._channel: Any = None
         self._pid = -1
         self._lock = threading.Lock()
-        self._origin = f"{os.getpid()}@{socket.gethostname()}"
+        self._origin = ""
 
     def build(
         self,
@@ -53,9 +53,9 @@ class StageMessages:
         task_id: str,
         queue: str,
         priority: int = 0,
-        parent_id: str | None = None,
     ) -> QueuedMessage:
         """The message of task `farm.<stage>(job_id)` for `queue` at kombu `priority` (0 is read first)."""
+        channel = self._format_channel()
         args = (job_id,)
         headers, properties, body, _ = self.celery.amqp.create_task_message(
             task_id,
@@ -65,12 +65,10 @@ class StageMessages:
             ignore_result=True,
             argsrepr=repr(args),
             kwargsrepr="{}",
-            parent_id=parent_id,
             origin=self._origin,
         )
         content_type, content_encoding, data = serialize(body, serializer="json")
         properties["delivery_mode"] = PERSISTENT
-        channel = self._format_channel()
         message = channel.prepare_message(data, priority, content_type, content_encoding, headers, properties)
         channel._inplace_augment_message(message, "", queue)  # base64 body, delivery tag, routing
         return QueuedMessage(channel._q_for_pri(queue, priority), json_dumps(message), queue, task_id)
@@ -89,6 +87,7 @@ class StageMessages:
             if not self.ready:
                 self._connection = self.celery.connection_for_write()
                 self._channel = self._connection.default_channel
+                self._origin = f"{os.getpid()}@{socket.gethostname()}"  # who sent it, as Celery says
                 self._pid = os.getpid()
 
     def _format_channel(self) -> Any:

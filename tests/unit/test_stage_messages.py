@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -69,13 +71,13 @@ def test_a_built_message_is_the_one_celery_publishes(
 
 
 def test_a_pushed_message_decodes_as_the_stage_task(redis_url: str, celery: Celery) -> None:
-    message = StageMessages(celery).build("job-2", "eval", "job-2.eval", "eval", parent_id="job-2.run")
+    message = StageMessages(celery).build("job-2", "eval", "job-2.eval", "eval")
     decoded = json.loads(message.payload)
     args, kwargs, embed = json.loads(base64.b64decode(decoded["body"]))
     assert (args, kwargs) == (["job-2"], {})
     assert embed["chain"] is None  # each stage's end sends the next itself
     assert decoded["headers"]["task"] == "farm.eval"
-    assert decoded["headers"]["parent_id"] == "job-2.run"
+    assert decoded["headers"]["origin"] == f"{os.getpid()}@{socket.gethostname()}"
     assert decoded["properties"]["delivery_info"] == {"exchange": "", "routing_key": "eval"}
     assert message.key == "eval"
 
