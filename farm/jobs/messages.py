@@ -31,8 +31,6 @@ class QueuedMessage:
 
     key: str
     payload: str
-    queue: str
-    task_id: str
 
 
 class StageMessages:
@@ -71,7 +69,7 @@ class StageMessages:
         properties["delivery_mode"] = PERSISTENT
         message = channel.prepare_message(data, priority, content_type, content_encoding, headers, properties)
         channel._inplace_augment_message(message, "", queue)  # base64 body, delivery tag, routing
-        return QueuedMessage(channel._q_for_pri(queue, priority), json_dumps(message), queue, task_id)
+        return QueuedMessage(channel._q_for_pri(queue, priority), json_dumps(message))
 
     @property
     def ready(self) -> bool:

@@ -248,7 +248,7 @@ def test_a_job_whose_stage_was_never_sent_is_sent_by_the_sweep(
     store = JobStore(redis.Redis.from_url(faulty_farm.redis_url), ttl_s=3600)
     job_id = f"unsent-{uuid.uuid4().hex[:8]}"
     spec = JobSpec(job_id=job_id, handler="noop", instance={"handler": "noop"}, timeout_s=60)
-    nowhere = QueuedMessage(key="nobody-reads-this", payload="{}", queue="nowhere", task_id="-")
+    nowhere = QueuedMessage(key="nobody-reads-this", payload="{}")
     assert store.create(spec, stage_task_ids(job_id), nowhere)  # recorded, its stage never sent
     result = wait_state(fapi, job_id, {"done", "failed"}, 30)
     assert result.state is JobState.done, result.error
