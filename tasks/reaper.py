@@ -26,7 +26,7 @@ from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
 from tasks.orphans import sweep_due, sweep_orphan_sandboxes
 from tasks.resume import resend
-from tasks.services import job_store
+from tasks.services import job_store, stage_messages
 
 if TYPE_CHECKING:
     from farm.jobs.store import JobStore
@@ -113,8 +113,8 @@ def _jobs_with_messages(r: Any) -> set[str]:
     queues = ["init", "run", "eval", *sorted(live_run_queues())]
     pipe = r.pipeline(transaction=False)
     for queue in queues:
-        for suffix in ("", "\x06\x163", "\x06\x166", "\x06\x169"):  # kombu's priority lists
-            pipe.lrange(queue + suffix, 0, -1)
+        for key in stage_messages().queue_keys(queue):
+            pipe.lrange(key, 0, -1)
     pipe.hvals(UNACKED)
     *queued, unacked = pipe.execute()
     found = set()

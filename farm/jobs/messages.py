@@ -71,6 +71,12 @@ class StageMessages:
         channel._inplace_augment_message(message, "", queue)  # base64 body, delivery tag, routing
         return QueuedMessage(channel._q_for_pri(queue, priority), json_dumps(message))
 
+    def queue_keys(self, queue: str) -> list[str]:
+        """Every Redis list kombu keeps for `queue`, one per priority step (where `build` may put a
+        message)."""
+        channel = self._format_channel()
+        return [channel._q_for_pri(queue, step) for step in channel.priority_steps]
+
     @property
     def ready(self) -> bool:
         """Whether `build` can run without I/O (the channel is open in this process)."""

@@ -89,3 +89,11 @@ def test_delivery_tags_are_unique(redis_url: str, celery: Celery) -> None:
         for _ in range(50)
     }
     assert len(tags) == 50
+
+
+def test_queue_keys_name_every_list_a_message_can_land_on(redis_url: str, celery: Celery) -> None:
+    builder = StageMessages(celery)
+    keys = builder.queue_keys("init")
+    assert keys[0] == "init"
+    for priority in range(10):
+        assert builder.build("j", "init", "j.init", "init", broker_priority(priority)).key in keys
