@@ -50,9 +50,14 @@ def create_app() -> Celery:
         broker_connection_retry_on_startup=True,
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout_s,
-            # Sweep for unacked messages of dead workers every second instead of every ~100 s.
-            "unacked_restore_interval": 1,
+            # kombu restores a dead worker's unacked messages only past the visibility timeout (hours);
+            # the farm's reaper re-sends unstarted stages itself (tasks/reaper.py: sweep_unacked), so
+            # kombu's own scan runs once a minute rather than every second on every worker.
+            "unacked_restore_interval": 60,
             "unacked_restore_throttle": 1,
+            # An idle worker's BRPOP returns every 2 s (kombu's default is 1): one command less a
+            # second per worker; a message still wakes it at once.
+            "polling_interval": 2,
             # With a sentinel:// URL: the master's name and how to reach the sentinels.
             **celery_transport_options(settings),
         },

@@ -21,13 +21,15 @@ Backend pool:
     farm:sticky:{key}            string "address|gen" a job or gateway session is pinned to
 Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
-    farm:worker:{hostname}       string JSON heartbeat of a live Celery worker (TTL 15 s)
+    farm:workers                 zset  hostname -> when its registration expires (heartbeats push it on)
+    farm:workers:info            hash  hostname -> JSON {node, queues, pid, host, concurrency}
     farm:draining:{hostname}     string set while that worker shuts down (its stages give their work back)
     farm:ready:{node}            zset  job ids holding a READY slot on that node (score = taken at): init
                                        running or done there, run not started yet; bounded by
                                        FARM_READY_BUFFER. The job hash's `ready_node` names the set.
     farm:orphan_sweep:{host}     string lock: one worker per host looks for orphaned sandboxes
     farm:stall_sweep             string lock: one worker at a time looks for stalled jobs
+    farm:reaper                  string lease (2 s): the one worker whose reaper thread currently leads
     farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage},
                                        jobs_total:{state}
 """
@@ -49,7 +51,9 @@ BACKENDS_SEQ = "farm:backends:seq"
 ACCEPTING = "farm:accepting"
 STALL_SWEEP = "farm:stall_sweep"
 STATS = "farm:stats"
-WORKER_PREFIX = "farm:worker:"
+WORKERS = "farm:workers"
+WORKERS_INFO = "farm:workers:info"
+REAPER = "farm:reaper"
 
 
 def job(job_id: str) -> str:
@@ -62,10 +66,6 @@ def task(task_id: str) -> str:
 
 def sticky(key: str) -> str:
     return f"farm:sticky:{key}"
-
-
-def worker(hostname: str) -> str:
-    return f"{WORKER_PREFIX}{hostname}"
 
 
 def ready(node: str) -> str:

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import httpx
 
-from farm import keys
 from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.redis_clients import redis_answers, redis_client
 from farm.settings import DEFAULT_REDIS_URL, DEFAULT_SENTINEL_MASTER, Settings
+from farm.workers import live_workers
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class LocalFarm:
         try:
             while True:
                 self._check_children()
-                names = [n for n in client.scan_iter(match=f"{keys.WORKER_PREFIX}*") if tag in n]
+                names = [w["hostname"] for w in live_workers(client) if tag in w["hostname"]]
                 if len(names) >= len(self.workers):
                     return
                 if time.monotonic() > deadline:

@@ -1,6 +1,10 @@
 """Live worker registry: each Celery worker heartbeats its node and queues into Redis.
 
-Used for routing (is there a run worker on this node?) and for GET /status.
+Used for routing (is there a run worker on this node?) and for GET /status. Two keys hold it
+(farm/keys.py): a sorted set of hostnames scored by when their registration expires, and a hash of
+their descriptions. Reading it costs O(workers), never a walk of the keyspace; a heartbeat is one
+`ZADD XX CH`; a worker that died without unregistering drops out when its score passes and is pruned
+by the next heartbeat of any worker.
 """
 
 from __future__ import annotations
@@ -14,30 +18,86 @@ import time
 from typing import Any
 
 import redis
+import redis.asyncio as aioredis
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from farm import keys
 from farm.redis_clients import redis_client
 from farm.settings import get_settings
 
-HEARTBEAT_S = 3.0
-TTL_S = 15
+HEARTBEAT_S = 5.0
+TTL_S = 15.0
+PRUNE_EVERY = 6
+"""Heartbeats between two prunes of expired registrations (a dead worker's entry costs nothing
+meanwhile: readers skip expired scores)."""
 _CACHE_S = 2.0
 
 _cache: tuple[float, set[str]] = (0.0, set())
 _stop = threading.Event()
+_shared: redis.Redis | None = None
 
 
 def _client() -> redis.Redis:
-    return redis_client(decode_responses=True)
+    """One client per process for the registry (the heartbeat thread and the run-hop routing)."""
+    global _shared
+    if _shared is None:
+        _shared = redis_client(decode_responses=True)
+    return _shared
+
+
+def register(client: redis.Redis, hostname: str, description: dict[str, Any]) -> None:
+    pipe = client.pipeline(transaction=True)
+    pipe.hset(keys.WORKERS_INFO, hostname, json.dumps({**description, "registered_at": time.time()}))
+    pipe.zadd(keys.WORKERS, {hostname: time.time() + TTL_S})
+    pipe.execute()
+
+
+def heartbeat(client: redis.Redis, hostname: str) -> bool:
+    """Extends the registration; False when it was gone (pruned while this worker was stalled)."""
+    return bool(client.zadd(keys.WORKERS, {hostname: time.time() + TTL_S}, xx=True, ch=True))
+
+
+def unregister(client: redis.Redis, hostname: str) -> None:
+    pipe = client.pipeline(transaction=True)
+    pipe.zrem(keys.WORKERS, hostname)
+    pipe.hdel(keys.WORKERS_INFO, hostname)
+    pipe.execute()
+
+
+def prune(client: redis.Redis) -> int:
+    """Drops registrations that expired; returns how many."""
+    expired = client.zrangebyscore(keys.WORKERS, "-inf", time.time())
+    if not expired:
+        return 0
+    pipe = client.pipeline(transaction=True)
+    # ZREM only the entries still expired: a worker that re-registered meanwhile stays.
+    pipe.zremrangebyscore(keys.WORKERS, "-inf", time.time())
+    pipe.hdel(keys.WORKERS_INFO, *expired)
+    pipe.execute()
+    return len(expired)
+
+
+def _descriptions(entries: list[tuple[Any, float]], raw: list[Any]) -> list[dict[str, Any]]:
+    """Each live worker's description with `seen_at`, its last heartbeat (expiry minus the TTL)."""
+    return [
+        {**json.loads(value), "seen_at": expires - TTL_S}
+        for (_, expires), value in zip(entries, raw, strict=True)
+        if value
+    ]
 
 
 def live_workers(client: redis.Redis | None = None) -> list[dict[str, Any]]:
     r = client or _client()
-    names = list(r.scan_iter(match=f"{keys.WORKER_PREFIX}*", count=500))
-    if not names:
-        return []
-    return [json.loads(raw) for raw in r.mget(names) if raw]
+    entries = r.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
+    names = [name for name, _ in entries]
+    return _descriptions(entries, r.hmget(keys.WORKERS_INFO, names) if names else [])
+
+
+async def live_workers_async(client: aioredis.Redis) -> list[dict[str, Any]]:
+    """live_workers for redis.asyncio clients (the API)."""
+    entries = await client.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
+    names = [name for name, _ in entries]
+    return _descriptions(entries, await client.hmget(keys.WORKERS_INFO, names) if names else [])
 
 
 def live_run_queues() -> set[str]:
@@ -50,14 +110,18 @@ def live_run_queues() -> set[str]:
     return _cache[1]
 
 
-def _beat(hostname: str, payload: dict[str, Any]) -> None:
+def _beat(hostname: str, description: dict[str, Any]) -> None:
     r = _client()
-    while not _stop.is_set():
+    beats = 0
+    while not _stop.wait(HEARTBEAT_S):
         with contextlib.suppress(redis.RedisError):
-            r.set(keys.worker(hostname), json.dumps({**payload, "seen_at": time.time()}), ex=TTL_S)
-        _stop.wait(HEARTBEAT_S)
+            if not heartbeat(r, hostname):
+                register(r, hostname, description)
+            beats += 1
+            if beats % PRUNE_EVERY == 0:
+                prune(r)
     with contextlib.suppress(redis.RedisError):
-        r.delete(keys.worker(hostname))
+        unregister(r, hostname)
 
 
 @worker_init.connect
@@ -73,28 +137,18 @@ def _warm_up(**kwargs: Any) -> None:
 @worker_ready.connect
 def _start_heartbeat(sender: Any = None, **kwargs: Any) -> None:
     consumer = sender
-    queues = sorted(consumer.app.amqp.queues.consume_from)
-    payload = {
+    description = {
         "hostname": consumer.hostname,
         "node": get_settings().node,
-        "queues": queues,
+        "queues": sorted(consumer.app.amqp.queues.consume_from),
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "concurrency": getattr(consumer.pool, "limit", None),
     }
-    _beat_once = _client()
-    _beat_once.set(keys.worker(consumer.hostname), json.dumps({**payload, "seen_at": time.time()}), ex=TTL_S)
-    threading.Thread(target=_beat, args=(consumer.hostname, payload), daemon=True).start()
+    register(_client(), consumer.hostname, description)
+    threading.Thread(target=_beat, args=(consumer.hostname, description), daemon=True).start()
 
 
 @worker_shutdown.connect
 def _stop_heartbeat(**kwargs: Any) -> None:
     _stop.set()
-
-
-async def live_workers_async(client: Any) -> list[dict[str, Any]]:
-    """live_workers for redis.asyncio clients (the API)."""
-    names = [name async for name in client.scan_iter(match=f"{keys.WORKER_PREFIX}*", count=500)]
-    if not names:
-        return []
-    return [json.loads(raw) for raw in await client.mget(names) if raw]

@@ -1,9 +1,12 @@
 """Finds stages whose worker died (their lease stopped being renewed) and sends them again.
 
-Runs as a thread in every worker's main process; the REAP script hands each expired lease to exactly
-one reaper, so several workers reaping at once never double-send. A killed stage is resumed within
-about LEASE_TTL_S + REAP_EVERY_S, whatever its length; Celery's own redelivery of the dead worker's
-message (after the visibility timeout) is then refused by the stage's done/lease checks.
+Runs as a thread in every worker's main process. One of them leads at a time (a Redis key taken with
+SET NX for LEAD_S) and reaps every REAP_EVERY_S; the others only try to take the lead when it lapses,
+so an idle farm costs a few commands a second whatever its size. Leading is an economy, not a safety
+rule: the REAP script hands each expired lease to exactly one reaper, so two workers that both believe
+they lead never double-send. A killed stage is resumed within about LEASE_TTL_S + LEAD_S, whatever its
+length; Celery's own redelivery of the dead worker's message (after the visibility timeout) is then
+refused by the stage's done/lease checks.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 REAP_EVERY_S = 1.0
+LEAD_S = 3.0
+"""How long one lead lasts; the others try to take it twice per term."""
+SWEEP_ATTEMPT_EVERY_S = 5.0
+"""Each worker tries for its host's orphan-sandbox sweep lock this often (the sweep runs every
+SWEEP_EVERY_S per host)."""
 # kombu's Redis transport keeps delivered, not yet acknowledged messages here (its defaults).
 UNACKED = "unacked"
 UNACKED_INDEX = "unacked_index"
@@ -159,14 +167,47 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _loop() -> None:
+class _Lead:
+    """Whether this worker's reaper leads now (see the module docstring)."""
+
+    def __init__(self, hostname: str) -> None:
+        self.hostname = hostname
+        self.until = 0.0
+        self.next_try = 0.0
+
+    def holds(self, r: redis.Redis) -> bool:
+        now = time.monotonic()
+        if now < self.until:
+            return True
+        if now < self.next_try:
+            return False
+        self.next_try = now + LEAD_S / 2
+        if r.set(keys.REAPER, self.hostname, nx=True, px=int(LEAD_S * 1000)):
+            self.until = now + LEAD_S - REAP_EVERY_S / 2
+            return True
+        return False
+
+
+def _round(lead: _Lead, next_orphan_try: float) -> float:
+    """One reaper round; returns when this worker next tries for its host's orphan sweep."""
+    store = job_store()
+    if lead.holds(store.r):
+        reap_once()
+        sweep_unacked()
+        sweep_stalled()
+    if time.monotonic() >= next_orphan_try:
+        next_orphan_try = time.monotonic() + SWEEP_ATTEMPT_EVERY_S
+        if sweep_due(store):
+            sweep_orphan_sandboxes(store)
+    return next_orphan_try
+
+
+def _loop(hostname: str) -> None:
+    lead = _Lead(hostname)
+    next_orphan_try = 0.0
     while not _stop.wait(REAP_EVERY_S):
         try:
-            reap_once()
-            sweep_unacked()
-            sweep_stalled()
-            if sweep_due(job_store()):
-                sweep_orphan_sandboxes(job_store())
+            next_orphan_try = _round(lead, next_orphan_try)
         except redis.RedisError:
             log.warning("reaper could not reach Redis", exc_info=True)
         except Exception:
@@ -175,9 +216,10 @@ def _loop() -> None:
 
 @worker_ready.connect
 def _start_reaper(sender: Any = None, **kwargs: Any) -> None:
+    hostname = str(getattr(sender, "hostname", "") or get_settings().node)
     if sender is not None:  # a worker restarted under the same name is not draining
-        job_store().r.delete(keys.draining(sender.hostname))
-    threading.Thread(target=_loop, name="farm-reaper", daemon=True).start()
+        job_store().r.delete(keys.draining(hostname))
+    threading.Thread(target=_loop, args=(hostname,), name="farm-reaper", daemon=True).start()
 
 
 @worker_shutting_down.connect

@@ -34,7 +34,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.farm = state
         await state.waiter.start()
         prober = asyncio.create_task(probe_forever(state.pool))
-        callbacks = asyncio.create_task(CallbackSender(state.redis, state.store).run_forever())
+        callbacks = asyncio.create_task(
+            CallbackSender(state.redis, state.store).run_forever(state.waiter.any_done)
+        )
         try:
             runtime = GatewayRuntime.create(redis=state.redis, backends=state.pool, settings=settings)
             async with gateway_lifespan(app, runtime):

@@ -8,6 +8,7 @@ import logging
 
 import httpx
 
+from farm import keys
 from farm.models.backends import BackendInfo
 from farm.pool import AsyncBackendPool
 
@@ -25,6 +26,9 @@ async def probe_forever(pool: AsyncBackendPool) -> None:
         while True:
             await asyncio.sleep(PROBE_EVERY_S)
             try:
+                # One SCARD while every backend is healthy (the common case), not a listing.
+                if not await pool.r.scard(keys.BACKENDS_UNHEALTHY):
+                    continue
                 for backend in await pool.list():
                     if backend.healthy:
                         continue

@@ -4,12 +4,15 @@ whatever happens to the callback.
 
 Due deliveries sit in the `farm:callbacks` zset (scored by when they are due; FINALIZE adds them).
 A sender claims a due job by pushing its score past the claim window in one Lua call, so several
-API replicas never POST the same result at the same time.
+API replicas never POST the same result at the same time. Between rounds it sleeps until the next
+delivery is due, a job ends (the waiter's pub/sub wakes it), or IDLE_POLL_S passes (another replica's
+retries), so an idle API costs no Redis command per second for callbacks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -20,16 +23,18 @@ from farm import keys
 from farm.jobs.store import AsyncJobStore
 
 log = logging.getLogger(__name__)
-POLL_S = 0.25
+IDLE_POLL_S = 5.0
 CLAIM_S = 30.0
 MAX_ATTEMPTS = 8
 BACKOFF_S = (1, 2, 4, 8, 16, 30, 60)
 
 # KEYS: callbacks   ARGV: now, claim_until, limit
+# Returns {due job ids (now claimed), score of the next delivery due or ''}.
 _CLAIM = """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(due) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
-return due
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {due, first[2] or ''}
 """
 
 
@@ -39,24 +44,35 @@ class CallbackSender:
         self.store = store
         self._claim = client.register_script(_CLAIM)
 
-    async def run_forever(self) -> None:
+    async def run_forever(self, wake: asyncio.Event | None = None) -> None:
+        """Delivers due callbacks until cancelled; `wake` is set when a job ends."""
+        wake = wake or asyncio.Event()
         async with httpx.AsyncClient(timeout=10.0) as http:
             while True:
+                wake.clear()
                 try:
-                    sent = await self.send_due(http)
+                    sent, next_due = await self.send_due(http)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.warning("callback round failed", exc_info=True)
-                    sent = 0
-                if not sent:
-                    await asyncio.sleep(POLL_S)
+                    sent, next_due = 0, None
+                if sent:
+                    continue
+                pause = IDLE_POLL_S if next_due is None else min(IDLE_POLL_S, next_due - time.time())
+                if pause > 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(pause):
+                            await wake.wait()
 
-    async def send_due(self, http: httpx.AsyncClient, limit: int = 32) -> int:
+    async def send_due(self, http: httpx.AsyncClient, limit: int = 32) -> tuple[int, float | None]:
+        """Sends what is due now; returns how many, and when the next one is due (None: nothing is)."""
         now = time.time()
-        due = [d.decode() for d in await self._claim(keys=[keys.CALLBACKS], args=[now, now + CLAIM_S, limit])]
-        await asyncio.gather(*(self._deliver(http, job_id) for job_id in due))
-        return len(due)
+        due, first = await self._claim(keys=[keys.CALLBACKS], args=[now, now + CLAIM_S, limit])
+        ids = [d.decode() if isinstance(d, bytes) else str(d) for d in due]
+        await asyncio.gather(*(self._deliver(http, job_id) for job_id in ids))
+        next_due = float(first) if first not in (b"", "", None) else None
+        return len(ids), next_due
 
     async def _deliver(self, http: httpx.AsyncClient, job_id: str) -> None:
         record = await self.store.get(job_id)

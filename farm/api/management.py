@@ -143,7 +143,7 @@ async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     return {
         "accepting": await farm.accepting(),
         "queues": depths,
-        "ready": await ready_by_node(farm.redis),
+        "ready": await ready_by_node(farm.redis, {w["node"] for w in workers}),
         "jobs": await farm.store.counts_by_state(),
         "active_jobs": await farm.redis.scard(keys.ACTIVE_JOBS),
         "workers": [

@@ -33,8 +33,8 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
     by_state = await farm.store.counts_by_state()
     depths = await queue_depths(farm.redis, ["init", "run", "eval"])
     backends = await farm.pool.list()
-    ready = await ready_by_node(farm.redis)
     workers = await live_workers_async(farm.redis)
+    ready = await ready_by_node(farm.redis, {w["node"] for w in workers})
 
     finished = CounterMetricFamily(
         "farm_jobs_finished", "Jobs that reached a terminal state", labels=["state"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
+from farm import keys
+
 # kombu's Redis transport stores priorities 3, 6 and 9 in lists named queue + "\x06\x16" + priority.
 _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
@@ -18,11 +20,12 @@ async def queue_depths(client: aioredis.Redis, queues: list[str]) -> dict[str, i
     return {queue: sum(counts[i * step : (i + 1) * step]) for i, queue in enumerate(queues)}
 
 
-async def ready_by_node(client: aioredis.Redis) -> dict[str, int]:
-    """READY slots held per node (farm:ready:{node}): sandboxes being prepared or awaiting run."""
-    names = [k.decode() if isinstance(k, bytes) else k async for k in client.scan_iter(match="farm:ready:*")]
+async def ready_by_node(client: aioredis.Redis, nodes: set[str]) -> dict[str, int]:
+    """READY slots held on each of `nodes` (the nodes of live workers): sandboxes being prepared or
+    awaiting run."""
+    ordered = sorted(nodes)
     async with client.pipeline(transaction=False) as pipe:
-        for name in names:
-            pipe.zcard(name)
+        for node in ordered:
+            pipe.zcard(keys.ready(node))
         counts = await pipe.execute()
-    return {name.removeprefix("farm:ready:"): int(n) for name, n in sorted(zip(names, counts, strict=True))}
+    return {node: int(n) for node, n in zip(ordered, counts, strict=True)}

@@ -24,6 +24,8 @@ class JobWaiter:
         self.store = store
         self._events: dict[str, list[asyncio.Event]] = defaultdict(list)
         self._task: asyncio.Task[None] | None = None
+        self.any_done = asyncio.Event()
+        """Set whenever some job ends (the callback sender waits on it instead of polling)."""
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._listen())
@@ -42,6 +44,7 @@ class JobWaiter:
                 async for message in pubsub.listen():
                     data = message.get("data")
                     job_id = data.decode() if isinstance(data, bytes) else str(data)
+                    self.any_done.set()
                     for event in self._events.get(job_id, []):
                         event.set()
             except asyncio.CancelledError:

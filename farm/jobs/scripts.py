@@ -42,47 +42,77 @@ redis.call('LPUSH', KEYS[4], ARGV[8])
 return 1
 """
 
+_HASH_TABLE = """
+local function hash_table(flat)
+  local t = {}
+  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
+  return t
+end
+local function flat_hash(t)
+  local out = {}
+  for k, v in pairs(t) do
+    out[#out + 1] = k
+    out[#out + 1] = v
+  end
+  return out
+end
+"""
+
 # KEYS: job, by_state, revoked, leases   ARGV: stage, now, job_id, owner, lease_ttl
 # One round trip at the start of every stage. Returns {verdict, flat hash, token}:
 #   missing | terminal | done (the stage finished before: a redelivery) | leased (a live attempt
 #   runs it) | revoked | expired (budget spent) | go (the job is now in `stage`, this attempt holds
 #   the lease with `token`, and queue time up to now has been added to t_queued).
+# The hash is read once and written once (every stage start runs this: commands are its cost).
 BEGIN_STAGE = (
     TERMINAL
-    + _DROP_READY
+    + _HASH_TABLE
     + """
-local cur = redis.call('HGET', KEYS[1], 'state')
+local flat = redis.call('HGETALL', KEYS[1])
+local job = hash_table(flat)
+local cur = job['state']
 if not cur then return {'missing', {}, 0} end
 if terminal[cur] then return {'terminal', {}, 0} end
-if redis.call('HGET', KEYS[1], 'done:' .. ARGV[1]) == '1' then return {'done', {}, 0} end
+if job['done:' .. ARGV[1]] == '1' then return {'done', {}, 0} end
 local now = tonumber(ARGV[2])
-if (tonumber(redis.call('HGET', KEYS[1], 'lease_expires')) or 0) > now then return {'leased', {}, 0} end
-if redis.call('ZSCORE', KEYS[3], ARGV[3]) then return {'revoked', redis.call('HGETALL', KEYS[1]), 0} end
-local used = 0
-for _, stage in ipairs({'init', 'run', 'eval'}) do
-  used = used + (tonumber(redis.call('HGET', KEYS[1], 't_' .. stage)) or 0)
-end
-if used >= tonumber(redis.call('HGET', KEYS[1], 'timeout_s')) then
-  return {'expired', redis.call('HGETALL', KEYS[1]), 0}
-end
-local token = redis.call('HINCRBY', KEYS[1], 'attempt', 1)
+if (tonumber(job['lease_expires']) or 0) > now then return {'leased', {}, 0} end
+if redis.call('ZSCORE', KEYS[3], ARGV[3]) then return {'revoked', flat, 0} end
+local used = (tonumber(job['t_init']) or 0) + (tonumber(job['t_run']) or 0) + (tonumber(job['t_eval']) or 0)
+if used >= tonumber(job['timeout_s']) then return {'expired', flat, 0} end
+local token = (tonumber(job['attempt']) or 0) + 1
 local expires = now + tonumber(ARGV[5])
-redis.call('HSET', KEYS[1], 'lease_token', token, 'lease_expires', tostring(expires),
-           'lease_owner', ARGV[4], 'lease_stage', ARGV[1])
+job['attempt'] = tostring(token)
+job['lease_token'] = tostring(token)
+job['lease_expires'] = tostring(expires)
+job['lease_owner'] = ARGV[4]
+job['lease_stage'] = ARGV[1]
+job['state'] = ARGV[1]
+local set = {'attempt', job['attempt'], 'lease_token', job['lease_token'], 'lease_expires',
+             job['lease_expires'], 'lease_owner', ARGV[4], 'lease_stage', ARGV[1], 'state', ARGV[1]}
+local drop = {}
+if job['enqueued_at'] then
+  local waited = now - tonumber(job['enqueued_at'])
+  if waited > 0 then
+    job['t_queued'] = tostring((tonumber(job['t_queued']) or 0) + waited)
+    set[#set + 1] = 't_queued'
+    set[#set + 1] = job['t_queued']
+  end
+  job['enqueued_at'] = nil
+  drop[#drop + 1] = 'enqueued_at'
+end
+if ARGV[1] == 'run' and job['ready_node'] then
+  redis.call('ZREM', 'farm:ready:' .. job['ready_node'], ARGV[3])
+  job['ready_node'] = nil
+  drop[#drop + 1] = 'ready_node'
+end
+redis.call('HSET', KEYS[1], unpack(set))
+if #drop > 0 then redis.call('HDEL', KEYS[1], unpack(drop)) end
 redis.call('ZADD', KEYS[4], expires, ARGV[3])
 if cur ~= ARGV[1] then
-  redis.call('HSET', KEYS[1], 'state', ARGV[1])
   redis.call('HINCRBY', KEYS[2], cur, -1)
   redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 end
-if ARGV[1] == 'run' then drop_ready(KEYS[1], ARGV[3]) end
-local enq = redis.call('HGET', KEYS[1], 'enqueued_at')
-if enq then
-  local waited = now - tonumber(enq)
-  if waited > 0 then redis.call('HINCRBYFLOAT', KEYS[1], 't_queued', waited) end
-  redis.call('HDEL', KEYS[1], 'enqueued_at')
-end
-return {'go', redis.call('HGETALL', KEYS[1]), token}
+return {'go', flat_hash(job), token}
 """
 )
 
@@ -99,20 +129,20 @@ return 1
 # Fenced: records the stage's time and outputs, marks it done, gives the lease back and enqueues the next
 # stage, all at once (so no crash can leave a finished stage with no next one); `enqueued_at` starts the
 # next stage's queue time.
-END_STAGE = (
-    _CLEAR_LEASE
-    + """
-if redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[1] then return 0 end
-redis.call('HINCRBYFLOAT', KEYS[1], 't_' .. ARGV[2], ARGV[3])
-for i = 7, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('HSET', KEYS[1], 'done:' .. ARGV[2], '1', 'enqueued_at', ARGV[4])
+END_STAGE = """
+local held = redis.call('HMGET', KEYS[1], 'lease_token', 't_' .. ARGV[2])
+if held[1] ~= ARGV[1] then return 0 end
+local set = {'t_' .. ARGV[2], tostring((tonumber(held[2]) or 0) + tonumber(ARGV[3])),
+             'done:' .. ARGV[2], '1', 'enqueued_at', ARGV[4]}
+for i = 7, #ARGV do set[#set + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(set))
+redis.call('HDEL', KEYS[1], 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage')
+redis.call('ZREM', KEYS[3], ARGV[5])
 redis.call('HINCRBYFLOAT', KEYS[2], 'stage_seconds_sum:' .. ARGV[2], ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'stage_count:' .. ARGV[2], 1)
-clear_lease(KEYS[1], KEYS[3], ARGV[5])
 redis.call('LPUSH', KEYS[4], ARGV[6])
 return 1
 """
-)
 
 # KEYS: job, stats, leases   ARGV: token, job_id, now, restart_from_init ('1' or '')
 # Fenced: gives the lease back without finishing the stage so that it can be sent again (a worker
@@ -168,23 +198,24 @@ return out
 # token: when not empty, only the holder of the lease may end the job (fencing).
 FINALIZE = (
     TERMINAL
-    + _CLEAR_LEASE
-    + _DROP_READY
     + """
-local cur = redis.call('HGET', KEYS[1], 'state')
+local held = redis.call('HMGET', KEYS[1], 'state', 'lease_token', 'ready_node', 'callback_url')
+local cur = held[1]
 if not cur or terminal[cur] then return 0 end
 if ARGV[7] ~= '' and cur ~= ARGV[7] then return 0 end
-if ARGV[8] ~= '' and redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[8] then return 0 end
+if ARGV[8] ~= '' and held[2] ~= ARGV[8] then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'result', ARGV[3], 'finished_at', ARGV[5])
-redis.call('HDEL', KEYS[1], 'enqueued_at')
-clear_lease(KEYS[1], KEYS[5], ARGV[1])
-drop_ready(KEYS[1], ARGV[1])
+-- The result holds what the stage outputs were for: keep the job's data once.
+redis.call('HDEL', KEYS[1], 'enqueued_at', 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage',
+           'ready_node', 'init_state', 'run_output')
+redis.call('ZREM', KEYS[5], ARGV[1])
+if held[3] then redis.call('ZREM', 'farm:ready:' .. held[3], ARGV[1]) end
 redis.call('HINCRBY', KEYS[3], cur, -1)
 redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
 redis.call('HINCRBY', KEYS[4], 'jobs_total:' .. ARGV[2], 1)
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
-if redis.call('HEXISTS', KEYS[1], 'callback_url') == 1 then redis.call('ZADD', KEYS[6], ARGV[5], ARGV[1]) end
+if held[4] then redis.call('ZADD', KEYS[6], ARGV[5], ARGV[1]) end
 redis.call('PUBLISH', ARGV[6], ARGV[1])
 return 1
 """

@@ -1,0 +1,206 @@
+"""The job-state Lua scripts (farm/jobs/scripts.py) in-process against a real redis-server: milliseconds
+per test, no workers. Whole-farm behaviour is covered by tests/integration; these pin the transitions."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from farm import keys
+from farm.jobs.messages import QueuedMessage
+from farm.jobs.spec import JobSpec
+from farm.jobs.store import LEASE_TTL_S, JobStore, terminal_result
+from farm.models.results import JobState, StageError
+
+NEXT = {"init": "q:run", "run": "q:eval", "eval": "q:none"}
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis) -> Iterator[JobStore]:
+    yield JobStore(redis_client, ttl_s=3600)
+
+
+def create(store: JobStore, job_id: str = "j1", timeout_s: float = 60.0, callback: str | None = None) -> None:
+    spec = JobSpec(job_id=job_id, handler="noop", instance={}, timeout_s=timeout_s, callback_url=callback)
+    assert store.create(spec, {"init": f"{job_id}.init"}, QueuedMessage("q:init", f"init {job_id}"))
+
+
+def end(store: JobStore, job_id: str, stage: str, token: int, **outputs: object) -> bool:
+    message = QueuedMessage(NEXT[stage], f"{stage}-next {job_id}")
+    return store.end_stage(job_id, token, stage, 0.5, message, **outputs)
+
+
+def test_create_is_idempotent_and_enqueues_once(store: JobStore) -> None:
+    create(store)
+    spec = JobSpec(job_id="j1", handler="noop", instance={}, timeout_s=1)
+    assert not store.create(spec, {}, QueuedMessage("q:init", "again"))
+    assert store.r.lrange("q:init", 0, -1) == ["init j1"]
+    assert store.r.hget(keys.JOBS_BY_STATE, "queued") == "1"
+    assert store.r.sismember(keys.ACTIVE_JOBS, "j1")
+
+
+def test_begin_takes_the_lease_and_counts_queue_time(store: JobStore) -> None:
+    create(store)
+    store.r.hset(keys.job("j1"), "enqueued_at", time.time() - 2)
+    verdict, record, token = store.begin_stage("j1", "init", "w1")
+    assert (verdict, token) == ("go", 1)
+    assert record is not None and record.state == JobState.init
+    assert record.fields["lease_owner"] == "w1" and "enqueued_at" not in record.fields
+    assert record.timings().queued >= 2
+    stored = store.r.hgetall(keys.job("j1"))
+    assert stored == record.fields  # what the script returns is what it wrote
+    assert stored["state"] == "init" and stored["lease_token"] == "1"
+    assert store.r.zscore(keys.LEASES, "j1") == pytest.approx(time.time() + LEASE_TTL_S, abs=1)
+    assert store.r.hgetall(keys.JOBS_BY_STATE) == {"queued": "0", "init": "1"}
+    # A second delivery while the lease is live is refused at the door.
+    assert store.begin_stage("j1", "init", "w2")[0] == "leased"
+
+
+def test_end_stage_is_fenced_and_hands_off(store: JobStore) -> None:
+    create(store)
+    _, _, token = store.begin_stage("j1", "init", "w1")
+    assert not end(store, "j1", "init", token + 1)
+    assert store.r.llen("q:run") == 0
+    assert end(store, "j1", "init", token, init_state={"sandbox": {"id": "s1"}})
+    assert store.r.lrange("q:run", 0, -1) == ["init-next j1"]
+    record = store.get("j1")
+    assert (
+        record is not None
+        and record.stage_done("init")
+        and record.output("init_state") == {"sandbox": {"id": "s1"}}
+    )
+    assert "lease_token" not in record.fields and store.r.zscore(keys.LEASES, "j1") is None
+    assert record.timings().init == pytest.approx(0.5)
+    assert store.begin_stage("j1", "init", "w1")[0] == "done"  # a redelivery of a finished stage
+
+
+def test_run_start_gives_the_ready_slot_back(store: JobStore) -> None:
+    create(store)
+    _, _, token = store.begin_stage("j1", "init", "w1")
+    assert store.take_ready_slot("j1", "n1", limit=1)
+    create(store, "j2")
+    assert not store.take_ready_slot("j2", "n1", limit=1)  # the node is full
+    end(store, "j1", "init", token)
+    verdict, record, _ = store.begin_stage("j1", "run", "w1")
+    assert verdict == "go" and record is not None and "ready_node" not in record.fields
+    assert store.r.zcard(keys.ready("n1")) == 0
+    assert store.take_ready_slot("j2", "n1", limit=1)
+
+
+def test_revoked_expired_and_missing(store: JobStore) -> None:
+    assert store.begin_stage("nope", "init", "w")[0] == "missing"
+    create(store, "r1")
+    store.r.zadd(keys.REVOKED, {"r1": time.time()})
+    verdict, record, token = store.begin_stage("r1", "init", "w")
+    assert (verdict, token) == ("revoked", 0) and record is not None
+    create(store, "t1", timeout_s=1)
+    store.r.hset(keys.job("t1"), "t_init", 1.5)
+    assert store.begin_stage("t1", "init", "w")[0] == "expired"
+
+
+def test_reap_fences_the_lost_attempt(store: JobStore) -> None:
+    create(store)
+    _, _, token = store.begin_stage("j1", "init", "w1")
+    store.r.zadd(keys.LEASES, {"j1": 0})
+    store.r.hset(keys.job("j1"), "lease_expires", 0)
+    reaped = store.reap()
+    assert [(r.job_id, r.stage, r.infra_retries) for r in reaped] == [("j1", "init", 1)]
+    assert not end(store, "j1", "init", token)  # the presumed-dead attempt cannot write
+    verdict, _, retry_token = store.begin_stage("j1", "init", "w2")
+    assert verdict == "go" and retry_token > token
+
+
+def test_finalize_once_publishes_and_schedules_callback(store: JobStore) -> None:
+    create(store, callback="http://127.0.0.1:9/cb")
+    _, record, token = store.begin_stage("j1", "init", "w1")
+    assert record is not None
+    end(store, "j1", "init", token, init_state={"x": 1})
+    _, record, token = store.begin_stage("j1", "run", "w1")
+    assert record is not None
+    listener = store.r.pubsub()
+    listener.subscribe(keys.DONE_CHANNEL)
+    listener.get_message(timeout=1)
+    result = terminal_result(record, JobState.failed, StageError(stage="run", type="x", message="boom"))
+    assert not store.finalize(result, token=token + 5)
+    assert store.finalize(result, token=token)
+    assert not store.finalize(result, token=token)
+    message = listener.get_message(timeout=1)
+    assert message is not None and message["data"] == "j1"
+    stored = store.r.hgetall(keys.job("j1"))
+    assert stored["state"] == "failed" and json.loads(stored["result"])["error"]["message"] == "boom"
+    assert "init_state" not in stored and "lease_token" not in stored  # kept once, in the result
+    assert store.r.zscore(keys.CALLBACKS, "j1") is not None
+    assert not store.r.sismember(keys.ACTIVE_JOBS, "j1")
+    assert (
+        store.r.hget(keys.JOBS_BY_STATE, "failed") == "1" and store.r.hget(keys.JOBS_BY_STATE, "run") == "0"
+    )
+    assert 0 < store.r.ttl(keys.job("j1")) <= 3600
+
+
+def test_release_gives_the_stage_back(store: JobStore) -> None:
+    create(store)
+    _, _, token = store.begin_stage("j1", "init", "w1")
+    assert store.release("j1", token, restart_from_init=True) == 1
+    assert store.release("j1", token, restart_from_init=True) == 0
+    verdict, _, again = store.begin_stage("j1", "init", "w2")
+    assert verdict == "go" and again == token + 1
+
+
+def test_job_scripts_cost_few_commands(store: JobStore) -> None:
+    """The stage hand-off's Redis cost (commands inside scripts count in INFO commandstats)."""
+    store.r.config_resetstat()
+    for n in range(10):
+        job_id = f"c{n}"
+        create(store, job_id)
+        for stage in ("init", "run", "eval"):
+            _, record, token = store.begin_stage(job_id, stage, "w")
+            if stage == "eval":
+                assert record is not None
+                assert store.finalize(terminal_result(record, JobState.done), token=token)
+            else:
+                assert end(store, job_id, stage, token)
+    stats = store.r.info("commandstats")
+    calls = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info"))
+    assert calls / 10 <= 60, stats  # 58.8 measured (116 before the scripts read and wrote once)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.sampled_from(["a-end", "b-end", "reap", "b-begin", "a-finalize", "b-finalize"]), max_size=8)
+)
+def test_at_most_one_attempt_ever_writes(store: JobStore, steps: list[str]) -> None:
+    """Two attempts of the same stage and the reaper in any order: an end or finalize lands only for the
+    attempt holding the lease, and the job ends at most once."""
+    store.r.flushdb()
+    create(store)
+    _, record, a = store.begin_stage("j1", "init", "wa")
+    assert record is not None
+    tokens = {"a": a, "b": None}
+    landed: list[str] = []
+    for step in steps:
+        who, action = step.split("-") if "-" in step else ("", step)
+        if action == "reap":
+            store.r.hset(keys.job("j1"), "lease_expires", 0)
+            store.r.zadd(keys.LEASES, {"j1": 0})
+            store.reap()
+        elif action == "begin":
+            verdict, _, token = store.begin_stage("j1", "init", "wb")
+            if verdict == "go":
+                tokens["b"] = token
+        elif tokens[who] is not None:
+            holder = store.r.hget(keys.job("j1"), "lease_token")
+            if action == "end":
+                ok = end(store, "j1", "init", tokens[who])
+            else:
+                ok = store.finalize(terminal_result(record, JobState.failed), token=tokens[who])
+            assert ok == (holder == str(tokens[who]))
+            if ok:
+                landed.append(step)
+    assert sum(1 for s in landed if s.endswith("finalize")) <= 1
+    assert store.r.llen("q:run") == sum(1 for s in landed if s.endswith("end"))
