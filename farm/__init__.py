@@ -6,7 +6,12 @@ access so that importing `farm.models` or the client does not configure Celery.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+# The farm uses transformers for tokenizers and chat templates only; without torch (the default
+# install) transformers would advise "PyTorch was not found" on every import, in every process.
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 __version__ = "0.1.0"
 

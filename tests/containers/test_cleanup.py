@@ -7,6 +7,8 @@ import secrets
 import time
 from pathlib import Path
 
+import pytest
+
 from containers.local import LocalRuntime
 from containers.procs import CGROUP_PARENT
 from containers.spec import SandboxSpec
@@ -30,6 +32,7 @@ def _sandbox_cgroups() -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> None:
     runtime = LocalRuntime(root=tmp_path / "cycles")
     children_before, cgroups_before = _children_of_this_process(), _sandbox_cgroups()

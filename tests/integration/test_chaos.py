@@ -32,6 +32,7 @@ from tests.integration.jobs import submit
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.slow,
     pytest.mark.skipif(os.environ.get("FARM_CHAOS") == "0", reason="FARM_CHAOS=0"),
 ]
 

@@ -18,7 +18,7 @@ import pytest
 
 from farm.embedded_redis import EmbeddedRedis, free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def descendants(pid: int) -> list[psutil.Process]:

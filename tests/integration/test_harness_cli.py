@@ -22,7 +22,7 @@ import pytest
 from farm.models.results import JobState
 from tests.integration.test_harness_shell import submit_task, wait_task
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
 PI_VERSION = "0.73.1"

@@ -17,7 +17,7 @@ from farm.launcher import LocalFarm
 from farm.models.results import JobResult, JobState
 from tests.integration.jobs import wait_state
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 INSTRUCTION = "Greet the rollout farm from a shell harness."  # handlers/harness/scripts/harness.jsonl
 GREETING = "Hello, rollout farm! Greetings from the scripted policy."

@@ -33,6 +33,8 @@ from farm.settings import Settings
 from tests.integration.jobs import submit, wait_state
 from tests.ops.conftest import OPS
 
+pytestmark = pytest.mark.slow
+
 MASTER = "farm-redis"
 T = TypeVar("T")
 

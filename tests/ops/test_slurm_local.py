@@ -29,7 +29,7 @@ from farm.embedded_redis import free_port, redis_server_binary
 from tests.ops.conftest import OPS
 from tests.ops.test_prometheus import metric_names_used
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SLURM = OPS / "slurm"
 T = TypeVar("T")
