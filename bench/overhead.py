@@ -28,11 +28,11 @@ from rich.table import Table
 
 from bench.common import pct
 from farm.embedded_redis import EmbeddedRedis
+from farm.handler.context import JobContext
+from farm.handler.registry import get_handler
 from farm.jobs.spec import JobSpec
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import Timings
-from handlers.context import JobContext
-from handlers.registry import get_handler
 
 NOOP = {"handler": "noop"}
 

@@ -77,7 +77,7 @@ def _consume_node_run_queue(sender: str, instance: Any, **kwargs: Any) -> None:
     queues = instance.app.amqp.queues
     if "run" in queues.consume_from:
         queues.select_add(node_run_queue(get_settings().node))
-    from handlers.registry import prewarm_all
+    from farm.handler.registry import prewarm_all
 
     stages = {name.split(".")[0] for name in queues.consume_from}
     prewarm_all(stages & {"init", "run", "eval"})

@@ -128,7 +128,7 @@ def _beat(hostname: str, description: dict[str, Any]) -> None:
 def _warm_up(**kwargs: Any) -> None:
     """Import handlers and load the tokenizer before taking work, so no job pays for it (seconds)."""
     from farm.chat.tokenizer import ChatTokenizer
-    from handlers.registry import names
+    from farm.handler.registry import names
 
     names()
     ChatTokenizer.load(get_settings().tokenizer)

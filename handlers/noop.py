@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from handlers.base import AgentHandler, EvalOutput, HandlerInstance, RunOutput
-from handlers.context import JobContext
-from handlers.registry import register
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
+from farm.handler.registry import register
 
 
 class NoopInstance(HandlerInstance):

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 from farm.settings import get_settings
 
 if TYPE_CHECKING:
-    from handlers.context import JobContext
-    from tasks.lifecycle import Attempt
+    from farm.handler.context import JobContext
+    from tasks.holder import StageHolder
 
 POLL_FIRST_S = 0.02
 POLL_MAX_S = 0.25
 
 
-def wait_for_ready_slot(attempt: Attempt, ctx: JobContext) -> float:
+def wait_for_ready_slot(attempt: StageHolder, ctx: JobContext) -> float:
     """Blocks until the job holds a READY slot on this node; returns the seconds waited.
 
     The wait is queueing, not work: the job's budget and stage timer are moved past it and the time

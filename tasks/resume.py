@@ -8,21 +8,21 @@ import logging
 from typing import TYPE_CHECKING
 
 from farm import keys
+from farm.handler.registry import get_handler
 from farm.jobs.dispatch import MOST_URGENT, broker_priority, stage_task_id
 from farm.jobs.store import JobStore, terminal_result
 from farm.models.results import JobState, StageError
 from farm.workers import live_run_queues
-from handlers.registry import get_handler
 from tasks.services import stage_messages
 
 if TYPE_CHECKING:
-    from tasks.lifecycle import Attempt
+    from tasks.holder import StageHolder
 
 log = logging.getLogger(__name__)
 MAX_INFRA_RETRIES = 3
 
 
-def resume_stages(attempt: Attempt, restart_from_init: bool) -> None:
+def resume_stages(attempt: StageHolder, restart_from_init: bool) -> None:
     """Give this attempt's stage back and send it (or the job from init) again."""
     retries = attempt.store.release(attempt.job_id, attempt.token, restart_from_init)
     if retries:

@@ -27,68 +27,26 @@ test: name, ok, error). Metadata: `tests_passed`, `tests_total`, `pass_fraction`
 from __future__ import annotations
 
 import json
-import keyword
 import tempfile
 from pathlib import Path
 from typing import Any
-
-from pydantic import AliasChoices, Field, field_validator
 
 from containers import ExecServerError, Sandbox, SandboxError, get_runtime
 from containers.tools.registry import openai_tools
 from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
-from handlers.base import AgentHandler, EvalOutput, HandlerInstance, RunOutput
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
+from farm.handler.registry import register
 from handlers.code.grading import RUNNER_SOURCE, TestReport, list_tests, parse_report, runner_request
+from handlers.code.instance import CodeInstance
 from handlers.code.prompting import SOLUTION_PATH, SYSTEM_PROMPT, starter_files, user_message
-from handlers.context import JobContext
-from handlers.registry import register
 from handlers.sandboxing import open_sandbox, sandbox_spec, start_sandbox, stop_sandbox
 
 MAX_SOLUTION_BYTES = 200_000
 RUNNER_GRACE_S = 15.0
 """Interpreter start-up and reporting time on top of `test_timeout_s` before the run is killed."""
-
-
-class CodeInstance(HandlerInstance):
-    prompt: str = Field(min_length=1, validation_alias=AliasChoices("prompt", "instruction"))
-    entry_point: str | None = None
-    hidden_tests: str = Field(min_length=1)
-    public_tests: str | None = None
-    starter_code: str | None = None
-    max_turns: int = Field(10, ge=1, le=128)
-    max_context_tokens: int = Field(8192, ge=256)
-    tool_timeout_s: float = Field(30.0, gt=0, le=600)
-    test_timeout_s: float = Field(30.0, gt=0, le=600)
-
-    @field_validator("entry_point")
-    @classmethod
-    def _identifier(cls, value: str | None) -> str | None:
-        if value is not None and (not value.isidentifier() or keyword.iskeyword(value)):
-            raise ValueError(f"{value!r} is not a Python identifier")
-        return value
-
-    @field_validator("hidden_tests")
-    @classmethod
-    def _has_tests(cls, value: str) -> str:
-        try:
-            names = list_tests(value)
-        except SyntaxError as exc:
-            raise ValueError(f"not valid Python: {exc.msg} (line {exc.lineno})") from None
-        if not names:
-            raise ValueError("defines no top-level test function (def test...)")
-        return value
-
-    @field_validator("public_tests")
-    @classmethod
-    def _parses(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                list_tests(value)
-            except SyntaxError as exc:
-                raise ValueError(f"not valid Python: {exc.msg} (line {exc.lineno})") from None
-        return value
 
 
 def finish_tool() -> FunctionTool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from handlers.code.handler import CodeInstance
+    from handlers.code.instance import CodeInstance
 
 SOLUTION_PATH = "/workspace/solution.py"
 PUBLIC_TESTS_FILE = "test_public.py"

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from containers import Sandbox, attach
-from handlers.base import EvalOutput, RunOutput
-from handlers.context import JobContext
+from farm.handler.context import JobContext
+from farm.handler.protocol import EvalOutput, RunOutput
 from handlers.harness.prepare import Step, parse_steps, run_steps, sandbox_path, tail, write_file_command
 from handlers.harness.runtime import sandbox_overrides
 from handlers.harness.workspace import apply_patch_script

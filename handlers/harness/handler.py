@@ -16,8 +16,9 @@ from typing import Any
 
 from farm.builders import builder_names
 from farm.errors import JobCancelled, LeaseLost, WorkerDraining
-from handlers.base import AgentHandler, EvalOutput, RunOutput
-from handlers.context import JobContext
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
+from farm.handler.registry import register
 from handlers.harness.adapters import HarnessInputs, HarnessPlan, get_adapter
 from handlers.harness.evaluators import FreshRuntime, RunFacts, resolve
 from handlers.harness.execution import Interrupted, checked_exec, quietly, run_interruptible
@@ -26,7 +27,6 @@ from handlers.harness.prepare import Step, parse_steps, run_steps, tail, write_f
 from handlers.harness.runtime import sandbox_overrides
 from handlers.harness.sessions import GatewaySessions
 from handlers.harness.workspace import git_base, take_patch
-from handlers.registry import register
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
 
 log = logging.getLogger(__name__)

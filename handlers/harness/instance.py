@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from farm.handler.protocol import HandlerInstance
 from farm.models.tasks import HarnessName
-from handlers.base import HandlerInstance
 from handlers.harness.adapters import get_adapter
 from handlers.harness.evaluators import resolve
 from handlers.harness.prepare import parse_steps

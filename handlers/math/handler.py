@@ -10,11 +10,11 @@ from pydantic import Field
 from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
-from handlers.base import AgentHandler, EvalOutput, HandlerInstance, RunOutput
-from handlers.context import JobContext
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
+from farm.handler.registry import register
 from handlers.math.grading import extract_boxed, is_equivalent
 from handlers.math.python_tool import exec_python_tool
-from handlers.registry import register
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
 
 SYSTEM_PROMPT = (

@@ -17,15 +17,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from containers import get_runtime
 from containers.spec import SandboxSpec
 from handlers.swe import pytest_log
 from handlers.swe.instance import SweTask
 from handlers.swe.repository import GIT, check_source, prepare_repository, sandbox_env, source_binds
+from handlers.swe.verdict import LOG_TAIL_CHARS, PatchVerdict
 
-LOG_TAIL_CHARS = 4000
 SCRATCH = "/tmp/swe-eval"
 _PATCH_PATH = re.compile(r"^(?:---|\+\+\+) (?:a|b)/(.+?)(?:\t.*)?$")
 
@@ -58,28 +58,8 @@ git apply --verbose --whitespace=nowarn {SCRATCH}/test.patch 2>&1
 """
 
 
-class EvaluatorUnavailable(RuntimeError):
-    """The chosen evaluator cannot run on this worker (e.g. swebench without Docker)."""
-
-
 class BadTestPatch(RuntimeError):
     """The instance's test patch does not apply at its base commit."""
-
-
-class PatchVerdict(BaseModel):
-    instance_id: str
-    reward: float
-    resolved: bool = False
-    applied: bool = False
-    fail_to_pass: dict[str, bool] = Field(default_factory=dict)
-    pass_to_pass: dict[str, bool] = Field(default_factory=dict)
-    outcomes: dict[str, str] = Field(default_factory=dict)
-    """pytest's status per listed test (PASSED, FAILED, ERROR, XFAIL, XPASS, SKIPPED) or MISSING."""
-    log: str = ""
-    """Tail of the apply and test output."""
-    timed_out: bool = False
-    evaluator: str = "farm"
-    duration_s: float = 0.0
 
 
 def as_task(instance: SweTask | BaseModel | dict[str, Any]) -> SweTask:

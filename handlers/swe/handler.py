@@ -13,9 +13,9 @@ from typing import Any
 
 from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
-from handlers.base import AgentHandler, EvalOutput, RunOutput
-from handlers.context import JobContext
-from handlers.registry import register
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
+from farm.handler.registry import register
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
 from handlers.swe.evaluation import evaluate_patch
 from handlers.swe.instance import SweInstance

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from handlers.base import HandlerInstance
+from farm.handler.protocol import HandlerInstance
 
 _COMMIT = re.compile(r"^[0-9a-fA-F]{4,64}$")
 _URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://\S+|[\w.-]+@[\w.-]+:\S+)$")

@@ -17,8 +17,8 @@ import time
 import uuid
 from pathlib import Path
 
-from handlers.swe.evaluation import LOG_TAIL_CHARS, EvaluatorUnavailable, PatchVerdict
 from handlers.swe.instance import SweTask
+from handlers.swe.verdict import LOG_TAIL_CHARS, EvaluatorUnavailable, PatchVerdict
 
 MODEL_NAME = "rollout-farm"
 

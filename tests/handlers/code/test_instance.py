@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from farm.handler.registry import get_handler
 from handlers.code import CodeInstance
 from handlers.code.prompting import PUBLIC_TESTS_FILE, starter_files, user_message
-from handlers.registry import get_handler
 
 SUITE = Path(__file__).resolve().parents[3] / "handlers" / "code" / "problems.jsonl"
 TESTS = "from solution import f\n\n\ndef test_f():\n    assert f() == 1\n"

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from farm.handler.context import JobContext
+from farm.handler.protocol import RunOutput
 from farm.jobs.spec import JobSpec
 from farm.models.results import Timings
-from handlers.base import RunOutput
-from handlers.context import JobContext
 from handlers.harness.evaluators import (
     EvaluatorUnavailable,
     NoConfig,

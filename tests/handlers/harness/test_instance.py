@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from containers.results import ExecResult
 from farm.errors import JobCancelled, JobDeadlineExceeded
+from farm.handler.registry import get_handler
 from handlers.harness.execution import Interrupted
 from handlers.harness.handler import (
     RESERVE_FRACTION,
@@ -19,7 +20,6 @@ from handlers.harness.handler import (
     HarnessHandler,
     harness_budget,
 )
-from handlers.registry import get_handler
 from tests.handlers.harness.test_evaluation import context
 
 

@@ -14,7 +14,7 @@ import pytest
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
-from handlers.swe.evaluation import BadTestPatch, EvaluatorUnavailable, evaluate_patch
+from handlers.swe.evaluation import BadTestPatch, evaluate_patch
 from handlers.swe.instance import SweTask
 from handlers.swe.repository import (
     SANDBOX_ENV,
@@ -25,6 +25,7 @@ from handlers.swe.repository import (
     workspace_diff,
 )
 from handlers.swe.swebench_harness import unavailable_reason
+from handlers.swe.verdict import EvaluatorUnavailable
 from tests.handlers.swe.conftest import requires_bwrap
 
 pytestmark = requires_bwrap

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from handlers.registry import get_handler
+from farm.handler.registry import get_handler
 from handlers.swe.instance import SweInstance, SweTask
 
 BASE: dict[str, Any] = {

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from farm.llm.policies.scripts import Script
-from handlers.swe.evaluation import PatchVerdict, evaluate_patch
+from handlers.swe.evaluation import evaluate_patch
 from handlers.swe.handler import user_prompt
 from handlers.swe.instance import SweInstance
 from handlers.swe.suite import REPOS_DIR, build_repos, samples
+from handlers.swe.verdict import PatchVerdict
 from tests.handlers.swe.conftest import edit_step, patch_from_edit, requires_bwrap, script_for
 
 NAMES = [s.name for s in samples()]

@@ -1,0 +1,78 @@
+"""What a handler sees of its job while a stage runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
+from farm.jobs.spec import JobSpec
+from farm.models.results import Timings
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from farm.agent.policy import PolicyClient
+    from farm.chat.tokenizer import ChatTokenizer
+
+
+@dataclass
+class JobContext:
+    spec: JobSpec
+    instance: BaseModel
+    stage: str
+    node: str
+    workdir: Path
+    """Scratch space of this job on this node (shared by its stages on the node)."""
+    deadline: float
+    """time.monotonic() at which the job's budget of in-stage time is spent."""
+    timings_before: Timings
+    """Time already spent, before this stage started."""
+    interruption: Callable[[], str | None]
+    """'revoked', 'lost', 'draining' or None: asked at every check, answered without I/O."""
+    policy_factory: Callable[[JobContext], PolicyClient]
+    tokenizer_factory: Callable[[], ChatTokenizer]
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.spec.metadata
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def check(self) -> None:
+        """Raise if the job was cancelled, its budget is spent, or the stage must stop here.
+        Cheap: call it between steps of long work and while waiting."""
+        reason = self.interruption()
+        if reason == "revoked":
+            raise JobCancelled(f"job {self.job_id} was cancelled")
+        if reason == "lost":
+            raise LeaseLost(f"job {self.job_id}: this attempt lost its lease on the {self.stage} stage")
+        if reason == "draining":
+            raise WorkerDraining(f"job {self.job_id}: the worker is shutting down")
+        if self.remaining() <= 0:
+            raise JobDeadlineExceeded(f"job {self.job_id} spent its {self.spec.timeout_s:g} s budget")
+
+    def timings(self) -> Timings:
+        elapsed = time.monotonic() - self.started
+        values = self.timings_before.model_dump()
+        values[self.stage] = values.get(self.stage, 0.0) + elapsed
+        return Timings(**values)
+
+    @cached_property
+    def policy(self) -> PolicyClient:
+        """Token-in/token-out client bound to this job's sticky backend."""
+        return self.policy_factory(self)
+
+    @cached_property
+    def tokenizer(self) -> ChatTokenizer:
+        return self.tokenizer_factory()

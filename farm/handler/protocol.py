@@ -1,0 +1,100 @@
+"""The AgentHandler interface (ProRL's handler lifecycle): init → run → eval, per-stage exception
+callbacks, and final_result. One handler per task domain, registered by name."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from farm.handler.context import JobContext
+from farm.models.results import JobResult, JobState, StageError, Trace, Trajectory
+
+
+class HandlerInstance(BaseModel):
+    """Base of every handler's instance model; `handler` is the routing key and is always present."""
+
+    model_config = ConfigDict(extra="allow")
+
+    handler: str
+
+
+class RunOutput(BaseModel):
+    traces: list[Trace] = Field(default_factory=list)
+    artifacts: dict[str, Any] = Field(default_factory=dict)
+    finish_reason: str = "completed"
+    """Why the episode ended: answer, finish_tool, max_turns, context_window, deadline, cancelled, ..."""
+    outcome: Literal["completed", "timeout", "cancelled"] = "completed"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvalOutput(BaseModel):
+    reward: float | None
+    artifacts: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentHandler(ABC):
+    name: ClassVar[str]
+    instance_model: ClassVar[type[HandlerInstance]] = HandlerInstance
+    node_local: ClassVar[bool] = True
+    """init leaves state on its node (a sandbox, a workspace) that only that node's run stage can use."""
+
+    def validate(self, instance: dict[str, Any]) -> HandlerInstance:
+        """Raises pydantic.ValidationError naming the offending field; the API answers 422."""
+        return self.instance_model.model_validate(instance)
+
+    @abstractmethod
+    def init(self, ctx: JobContext) -> dict[str, Any]:
+        """Prepare the environment; the returned JSON state is handed to run, eval and teardown."""
+
+    @abstractmethod
+    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
+        """Drive the agent. Return partial traces with outcome timeout/cancelled when interrupted."""
+
+    @abstractmethod
+    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        """Score the outcome from artifacts (or a fresh environment)."""
+
+    def prewarm(self, stages: set[str]) -> None:  # noqa: B027 (optional hook)
+        """Called once in every worker before it takes work, with the stages that worker serves: load
+        what the first job would otherwise pay for (a grader's caches, a model, an image)."""
+
+    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
+        """Release what init made. Called after run on every outcome, and when init fails."""
+
+    def init_exception(self, ctx: JobContext, exc: BaseException) -> JobResult:
+        return self.failed_result(ctx, "init", exc)
+
+    def run_exception(self, ctx: JobContext, exc: BaseException, state: dict[str, Any]) -> JobResult:
+        return self.failed_result(ctx, "run", exc)
+
+    def eval_exception(self, ctx: JobContext, exc: BaseException, run: RunOutput) -> JobResult:
+        result = self.failed_result(ctx, "eval", exc)
+        result.trajectory = Trajectory(traces=run.traces)
+        result.artifacts = run.artifacts
+        return result
+
+    def final_result(self, ctx: JobContext, run: RunOutput, evaluation: EvalOutput) -> JobResult:
+        traces = [trace.model_copy(update={"reward": evaluation.reward}) for trace in run.traces]
+        return JobResult(
+            job_id=ctx.job_id,
+            state=JobState.done,
+            handler=self.name,
+            reward=evaluation.reward,
+            trajectory=Trajectory(traces=traces),
+            artifacts={**run.artifacts, **evaluation.artifacts},
+            timings=ctx.timings(),
+            metadata={**ctx.metadata, "finish_reason": run.finish_reason, **evaluation.metadata},
+        )
+
+    def failed_result(self, ctx: JobContext, stage: str, exc: BaseException) -> JobResult:
+        return JobResult(
+            job_id=ctx.job_id,
+            state=JobState.failed,
+            handler=self.name,
+            timings=ctx.timings(),
+            error=StageError(stage=stage, type=type(exc).__name__, message=str(exc)[:2000]),
+            metadata=ctx.metadata,
+        )

@@ -1,0 +1,27 @@
+"""What evaluating a patch concludes (shared by the farm's own evaluator and the SWE-bench harness)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+LOG_TAIL_CHARS = 4000
+
+
+class EvaluatorUnavailable(RuntimeError):
+    """The chosen evaluator cannot run on this worker (e.g. swebench without Docker)."""
+
+
+class PatchVerdict(BaseModel):
+    instance_id: str
+    reward: float
+    resolved: bool = False
+    applied: bool = False
+    fail_to_pass: dict[str, bool] = Field(default_factory=dict)
+    pass_to_pass: dict[str, bool] = Field(default_factory=dict)
+    outcomes: dict[str, str] = Field(default_factory=dict)
+    """pytest's status per listed test (PASSED, FAILED, ERROR, XFAIL, XPASS, SKIPPED) or MISSING."""
+    log: str = ""
+    """Tail of the apply and test output."""
+    timed_out: bool = False
+    evaluator: str = "farm"
+    duration_s: float = 0.0
