@@ -174,6 +174,9 @@ class _Lead:
         self.hostname = hostname
         self.until = 0.0
         self.next_try = 0.0
+        self.next_stall_sweep = 0.0
+        """The stall sweep's own lock spaces sweeps by half a grace period; trying it every round
+        would cost a command a second for nothing."""
 
     def holds(self, r: redis.Redis) -> bool:
         now = time.monotonic()
@@ -194,7 +197,9 @@ def _round(lead: _Lead, next_orphan_try: float) -> float:
     if lead.holds(store.r):
         reap_once()
         sweep_unacked()
-        sweep_stalled()
+        if time.monotonic() >= lead.next_stall_sweep:
+            lead.next_stall_sweep = time.monotonic() + max(REAP_EVERY_S, get_settings().stall_grace_s / 4)
+            sweep_stalled()
     if time.monotonic() >= next_orphan_try:
         next_orphan_try = time.monotonic() + SWEEP_ATTEMPT_EVERY_S
         if sweep_due(store):
