@@ -18,6 +18,7 @@ from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
 from farm.api.security import BodySizeLimit
 from farm.api.state import FarmState
+from farm.api.strict_json import StrictJSONBody
 from farm.gateway.app import router as gateway_router
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
 from farm.settings import Settings, get_settings
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Rollout-as-a-service for RL of multi-turn LLM agents (see SPEC.md).",
         lifespan=lifespan,
     )
+    app.add_middleware(StrictJSONBody)  # inside the size limit: it reads whole bodies
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
 
     @app.exception_handler(RedisConnectionError)

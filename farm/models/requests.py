@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 class SamplingParams(BaseModel):
     """Passed to the inference backend. Unknown keys go through unchanged (e.g. `top_k`, `min_p`)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
@@ -21,7 +21,7 @@ class SamplingParams(BaseModel):
 
 
 class ProcessRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     instance: dict[str, Any]
     """Always has `handler`; the rest is validated by that handler's instance model."""

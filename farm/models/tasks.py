@@ -48,7 +48,7 @@ class EvaluatorSpec(BaseModel):
 
 
 class TaskRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     task_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@-]+$")
     instruction: str | None = None
