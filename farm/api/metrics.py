@@ -45,7 +45,11 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
     for state in ("queued", *STAGES):
         active.add_metric([state], float(by_state.get(state, 0)))
     stage_sum = CounterMetricFamily("farm_stage_seconds", "Seconds spent inside stages", labels=["stage"])
-    stage_count = CounterMetricFamily("farm_stage_runs", "Completed stage executions", labels=["stage"])
+    stage_count = CounterMetricFamily(
+        "farm_stage_runs",
+        "Stage executions that ended (handed off to the next stage, or ended the job)",
+        labels=["stage"],
+    )
     for stage in STAGES:
         stage_sum.add_metric([stage], stats.get(f"stage_seconds_sum:{stage}", 0.0))
         stage_count.add_metric([stage], stats.get(f"stage_count:{stage}", 0.0))

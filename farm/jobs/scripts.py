@@ -12,7 +12,7 @@ TERMINAL = "local terminal = {done=true, failed=true, cancelled=true, timeout=tr
 
 _CLEAR_LEASE = """
 local function clear_lease(job_key, leases_key, job_id)
-  redis.call('HDEL', job_key, 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage')
+  redis.call('HDEL', job_key, 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage', 'lease_started')
   redis.call('ZREM', leases_key, job_id)
 end
 """
@@ -86,9 +86,11 @@ job['lease_token'] = tostring(token)
 job['lease_expires'] = tostring(expires)
 job['lease_owner'] = ARGV[4]
 job['lease_stage'] = ARGV[1]
+job['lease_started'] = ARGV[2]
 job['state'] = ARGV[1]
 local set = {'attempt', job['attempt'], 'lease_token', job['lease_token'], 'lease_expires',
-             job['lease_expires'], 'lease_owner', ARGV[4], 'lease_stage', ARGV[1], 'state', ARGV[1]}
+             job['lease_expires'], 'lease_owner', ARGV[4], 'lease_stage', ARGV[1], 'lease_started', ARGV[2],
+             'state', ARGV[1]}
 local drop = {}
 if job['enqueued_at'] then
   local waited = now - tonumber(job['enqueued_at'])
@@ -136,7 +138,7 @@ local set = {'t_' .. ARGV[2], tostring((tonumber(held[2]) or 0) + tonumber(ARGV[
              'done:' .. ARGV[2], '1', 'enqueued_at', ARGV[4]}
 for i = 7, #ARGV do set[#set + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(set))
-redis.call('HDEL', KEYS[1], 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage')
+redis.call('HDEL', KEYS[1], 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage', 'lease_started')
 redis.call('ZREM', KEYS[3], ARGV[5])
 redis.call('HINCRBYFLOAT', KEYS[2], 'stage_seconds_sum:' .. ARGV[2], ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'stage_count:' .. ARGV[2], 1)
@@ -199,15 +201,22 @@ return out
 FINALIZE = (
     TERMINAL
     + """
-local held = redis.call('HMGET', KEYS[1], 'state', 'lease_token', 'ready_node', 'callback_url')
+local held = redis.call('HMGET', KEYS[1], 'state', 'lease_token', 'ready_node', 'callback_url',
+                        'lease_stage', 'lease_started')
 local cur = held[1]
 if not cur or terminal[cur] then return 0 end
 if ARGV[7] ~= '' and cur ~= ARGV[7] then return 0 end
 if ARGV[8] ~= '' and held[2] ~= ARGV[8] then return 0 end
+if ARGV[8] ~= '' and held[5] and held[6] then
+  -- The stage that ends the job (eval, or one that failed) counts like a stage that handed off.
+  local elapsed = math.max(0, tonumber(ARGV[5]) - tonumber(held[6]))
+  redis.call('HINCRBYFLOAT', KEYS[4], 'stage_seconds_sum:' .. held[5], tostring(elapsed))
+  redis.call('HINCRBY', KEYS[4], 'stage_count:' .. held[5], 1)
+end
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'result', ARGV[3], 'finished_at', ARGV[5])
 -- The result holds what the stage outputs were for: keep the job's data once.
 redis.call('HDEL', KEYS[1], 'enqueued_at', 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage',
-           'ready_node', 'init_state', 'run_output')
+           'lease_started', 'ready_node', 'init_state', 'run_output')
 redis.call('ZREM', KEYS[5], ARGV[1])
 if held[3] then redis.call('ZREM', 'farm:ready:' .. held[3], ARGV[1]) end
 redis.call('HINCRBY', KEYS[3], cur, -1)

@@ -142,6 +142,9 @@ def test_finalize_once_publishes_and_schedules_callback(store: JobStore) -> None
         store.r.hget(keys.JOBS_BY_STATE, "failed") == "1" and store.r.hget(keys.JOBS_BY_STATE, "run") == "0"
     )
     assert 0 < store.r.ttl(keys.job("j1")) <= 3600
+    # The stage that ended the job is counted like one that handed off (metrics see every stage).
+    assert store.r.hget(keys.STATS, "stage_count:run") == "1"
+    assert store.r.hget(keys.STATS, "stage_count:init") == "1"
 
 
 def test_release_gives_the_stage_back(store: JobStore) -> None:
@@ -177,7 +180,7 @@ def count_commands(store: JobStore) -> None:
                 assert end(store, job_id, stage, token)
     stats = store.r.info("commandstats")
     calls = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info"))
-    assert calls / 10 <= 60, stats  # 58.8 measured (116 before the scripts read and wrote once)
+    assert calls / 10 <= 62, stats  # 60.8 measured (116 before the scripts read and wrote once)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
