@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     orphan_grace_s: float = 30.0
     """A job's sandbox younger than this is never stopped as an orphan (its starter may not have
     recorded it yet); see tasks/orphans.py."""
+    backend_allow: str = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
+    """Where `add_llm_server` may point: comma-separated CIDRs and host names (`.example.com` allows
+    its subdomains). A host name not listed must resolve only to allowed addresses. Cloud metadata and
+    link-local addresses are refused whatever this says (farm/api/url_policy.py)."""
+    callback_allow: str = "0.0.0.0/0,::/0"
+    """Where `callback_url` may point, in the same form; metadata and link-local addresses are refused."""
     gateway_url: str | None = None
     """Where workers reach the model gateway (harness sessions), e.g. http://head:8000/gateway;
     unset means the API's own address (`api_host`:`api_port`)."""

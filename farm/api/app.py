@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from farm import __version__
-from farm.api import management, metrics, rollout
+from farm.api import docs, management, metrics, rollout
 from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
 from farm.api.security import BodySizeLimit
@@ -55,6 +55,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Rollout-as-a-service for RL of multi-turn LLM agents (see SPEC.md).",
         lifespan=lifespan,
+        docs_url=None,  # served by farm.api.docs, behind the bearer token when one is set
+        redoc_url=None,
+        openapi_url=None,
     )
     app.add_middleware(StrictJSONBody)  # inside the size limit: it reads whole bodies
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
@@ -70,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             headers={"Retry-After": "5"},
         )
 
+    app.include_router(docs.router)
     app.include_router(management.health_router)
     app.include_router(management.router)
     app.include_router(rollout.router)

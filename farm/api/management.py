@@ -15,6 +15,7 @@ from farm.api.responses import errors
 from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import new_job_id, validate_instance
+from farm.api.url_policy import check_url
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import JobRecord
 from farm.models.backends import BackendInfo
@@ -52,6 +53,8 @@ def job_response(record: JobRecord) -> Response:
 async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -> Any:
     """Run one rollout. wait=true answers with the final JobResult; wait=false answers 202 at once."""
     handler = validate_instance(body.instance)
+    if body.callback_url is not None:
+        await check_url(farm.callback_urls, body.callback_url, ("body", "callback_url"))
     await ensure_accepting(farm)
     spec = JobSpec(
         job_id=body.job_id or new_job_id(),
@@ -98,6 +101,9 @@ async def cancel(body: CancelRequest, farm: FarmState = Depends(farm_state)) -> 
 async def add_llm_server(
     body: AddLLMServerRequest, farm: FarmState = Depends(farm_state)
 ) -> list[BackendInfo]:
+    """The address must be http(s) and inside FARM_BACKEND_ALLOW (default: loopback and private
+    networks); redirects from it are never followed."""
+    await check_url(farm.backend_urls, body.address, ("body", "address"))
     return await farm.pool.add(body.address, weight=body.weight, kind=body.kind)
 
 

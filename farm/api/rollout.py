@@ -15,6 +15,7 @@ from farm.api.responses import errors
 from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import validate_instance
+from farm.api.url_policy import check_url
 from farm.jobs.spec import JobSpec, session_id
 from farm.models.requests import SamplingParams
 from farm.models.results import JobState
@@ -88,6 +89,8 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
         raise
     if body.agent.harness and instance.get("handler") == "harness":
         validate_harness_task(body, instance)
+    if body.callback_url is not None:
+        await check_url(farm.callback_urls, body.callback_url, ("body", "callback_url"))
     await ensure_accepting(farm)
     sampling = SamplingParams.model_validate(body.sampling_params)
     ids = [session_id(body.task_id, i) for i in range(body.num_samples)]

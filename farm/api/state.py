@@ -11,6 +11,7 @@ from fastapi import Request
 
 from farm import keys
 from farm.api.submit import Submitter
+from farm.api.url_policy import URLPolicy
 from farm.api.waiter import JobWaiter
 from farm.jobs.messages import StageMessages
 from farm.jobs.store import AsyncJobStore
@@ -30,6 +31,8 @@ class FarmState:
     pool: AsyncBackendPool
     submitter: Submitter
     waiter: JobWaiter
+    backend_urls: URLPolicy
+    callback_urls: URLPolicy
     _accepting: tuple[float, bool] = (0.0, True)
 
     async def accepting(self) -> bool:
@@ -54,6 +57,8 @@ class FarmState:
             pool=AsyncBackendPool(client),
             submitter=Submitter(StageMessages(celery), store),
             waiter=JobWaiter(client, store),
+            backend_urls=URLPolicy.parse(settings.backend_allow),
+            callback_urls=URLPolicy.parse(settings.callback_allow),
         )
 
 
