@@ -134,9 +134,9 @@ UNDOCUMENTED_STATUS: list[tuple[str, str, str, dict[str, Any] | bytes | None, in
     ("get", "/rollout/task/{task_id}", "/rollout/task/no-such-task", None, 404),
     ("get", "/gateway/sessions/{session_id}", "/gateway/sessions/no-such-session", None, 404),
     ("post", "/gateway/sessions/{session_id}/end", "/gateway/sessions/no-such-session/end", None, 404),
-    # A body that is not UTF-8: Starlette's "There was an error parsing the body".
-    ("post", "/process", "/process", b"\xff\xfe\x00", 400),
-    ("post", "/rollout/task/submit", "/rollout/task/submit", b"\xff\xfe\x00", 400),
+    # A body that is not UTF-8: a 422 like any other undecodable body (farm/api/strict_json.py).
+    ("post", "/process", "/process", b"\xff\xfe\x00", 422),
+    ("post", "/rollout/task/submit", "/rollout/task/submit", b"\xff\xfe\x00", 422),
 ]
 
 
