@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
@@ -88,14 +88,17 @@ def _descriptions(entries: list[tuple[Any, float]], raw: list[Any]) -> list[dict
 
 def live_workers(client: redis.Redis | None = None) -> list[dict[str, Any]]:
     r = client or _client()
-    entries = r.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
+    entries = cast(
+        list[tuple[Any, float]], r.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
+    )
     names = [name for name, _ in entries]
     return _descriptions(entries, r.hmget(keys.WORKERS_INFO, names) if names else [])
 
 
 async def live_workers_async(client: aioredis.Redis) -> list[dict[str, Any]]:
     """live_workers for redis.asyncio clients (the API)."""
-    entries = await client.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
+    raw = await client.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
+    entries = cast(list[tuple[Any, float]], raw)
     names = [name for name, _ in entries]
     return _descriptions(entries, await client.hmget(keys.WORKERS_INFO, names) if names else [])
 

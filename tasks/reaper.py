@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 from celery.signals import worker_ready, worker_shutting_down
@@ -101,7 +101,9 @@ def sweep_unacked(older_than_s: float | None = None) -> int:
     store = job_store()
     r = store.r
     grace = get_settings().unacked_grace_s if older_than_s is None else older_than_s
-    stale = r.zrangebyscore(UNACKED_INDEX, "-inf", time.time() - grace, start=0, num=100)
+    stale = cast(
+        list[bytes | str], r.zrangebyscore(UNACKED_INDEX, "-inf", time.time() - grace, start=0, num=100)
+    )
     resent = 0
     for tag in stale:
         raw = r.hget(UNACKED, tag)

@@ -17,6 +17,8 @@ from farm.jobs.spec import JobSpec
 from farm.models.results import STAGES, JobResult, JobState, StageError, Timings
 
 REVOKED_KEEP_S = 24 * 3600
+ScriptArg = str | int | float
+"""What a Lua script accepts in ARGV."""
 
 
 @dataclass
@@ -233,13 +235,13 @@ class JobStore:
         holds the lease (nothing is written or sent)."""
         pairs = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
         flat = [item for pair in pairs.items() for item in pair]
-        args = [token, stage, elapsed_s, time.time(), job_id, following.payload, *flat]
+        args: list[ScriptArg] = [token, stage, elapsed_s, time.time(), job_id, following.payload, *flat]
         job_keys = [keys.job(job_id), keys.STATS, keys.LEASES, following.key]
         return bool(self._end(keys=job_keys, args=args))
 
     def release(self, job_id: str, token: int, restart_from_init: bool) -> int:
         """Gives the lease back unfinished so the stage can be sent again; the infra retry count or 0."""
-        args = [token, job_id, time.time(), "1" if restart_from_init else ""]
+        args: list[ScriptArg] = [token, job_id, time.time(), "1" if restart_from_init else ""]
         return int(self._release(keys=[keys.job(job_id), keys.STATS, keys.LEASES], args=args))
 
     def reap(self, limit: int = 100) -> list[Reaped]:
@@ -254,7 +256,7 @@ class JobStore:
 
     def take_ready_slot(self, job_id: str, node: str, limit: int) -> bool:
         """Whether the job holds one of the node's READY slots (taking a free one); see TAKE_READY_SLOT."""
-        args = [job_id, time.time(), limit, node]
+        args: list[ScriptArg] = [job_id, time.time(), limit, node]
         return bool(self._take_ready(keys=[keys.ready(node), keys.job(job_id)], args=args))
 
     def drop_ready_slot(self, job_id: str) -> None:
