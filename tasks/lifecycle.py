@@ -57,6 +57,11 @@ class Attempt:
         log.info("job %s ended %s", result.job_id, result.state.value)
         return True
 
+    def holds_lease(self) -> bool:
+        """Whether this attempt still holds the job's lease, renewing it: if so, no retry can take the
+        job for another lease period, so a teardown that starts now cannot hit a retry's sandbox."""
+        return self.job_id not in self.store.renew({self.job_id: self.token})
+
     def end_stage(self, elapsed_s: float, fields: dict[str, str] | None = None, **outputs: Any) -> bool:
         """Records the stage done and enqueues the next one, in one step (False: the lease was lost)."""
         following = FOLLOWING_STAGE[self.stage]
@@ -167,7 +172,7 @@ def _interrupted(
         log.warning("%s", exc)
         return
     if state is not None:
-        _teardown_quietly(handler, ctx, state)
+        _teardown_fenced(attempt, handler, ctx, state)
     if isinstance(exc, WorkerDraining):
         resume_stages(attempt, restart_from_init=state is not None and attempt.stage == "run")
         return
@@ -187,7 +192,7 @@ def _init(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
         return
     except Exception as exc:
         log.exception("init of %s failed", ctx.job_id)
-        _teardown_quietly(handler, ctx, state)
+        _teardown_fenced(attempt, handler, ctx, state)
         attempt.finish(_callback(handler.init_exception, ctx, "init", exc))
         return
     if not attempt.end_stage(time.monotonic() - ctx.started, {"node": ctx.node}, init_state=state):
@@ -203,10 +208,10 @@ def _run(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
         return
     except Exception as exc:
         log.exception("run of %s failed", ctx.job_id)
-        _teardown_quietly(handler, ctx, state)
+        _teardown_fenced(attempt, handler, ctx, state)
         attempt.finish(_callback(handler.run_exception, ctx, "run", exc, state))
         return
-    _teardown_quietly(handler, ctx, state)
+    _teardown_fenced(attempt, handler, ctx, state)
     if run.outcome != "completed":
         kind = JobState.timeout if run.outcome == "timeout" else JobState.cancelled
         message = "budget spent during run" if kind is JobState.timeout else "cancelled during run"
@@ -264,6 +269,20 @@ def _release_init_state(record: JobRecord) -> None:
         _teardown_quietly(handler, _context(record, handler, "run", lambda: None), state)
     except Exception:
         log.exception("could not release what init made for %s", record.job_id)
+
+
+def _teardown_fenced(attempt: Attempt, handler: AgentHandler, ctx: JobContext, state: dict[str, Any]) -> None:
+    """Teardown is an end-of-stage write like any other: a stale attempt (its lease reaped, the stage
+    retried) must not stop the sandbox or workspace the retry now uses. What a stale attempt made
+    and nobody uses any more is the orphan sweep's (tasks/orphans.py)."""
+    if not attempt.holds_lease():
+        log.warning(
+            "%s of %s lost its lease; leaving its sandbox to the attempt holding it",
+            attempt.stage,
+            ctx.job_id,
+        )
+        return
+    _teardown_quietly(handler, ctx, state)
 
 
 def _teardown_quietly(handler: AgentHandler, ctx: JobContext, state: dict[str, Any]) -> None:

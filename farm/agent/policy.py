@@ -68,7 +68,10 @@ class PolicyClient:
             client = BackendClient(backend.address, backend.kind, self.http)
             self.pool.call_started(backend.address)
             try:
-                generation = client.generate(prompt_ids, sampling)
+                # Bounded by the job's budget, and a cancel interrupts the call in flight.
+                generation = client.generate(
+                    prompt_ids, sampling, budget_s=self.remaining(), check=self.check
+                )
             except BackendUnavailable as exc:
                 failures += 1
                 log.warning("backend %s failed for %s: %s", backend.address, self.key, exc)

@@ -5,6 +5,7 @@ from farm.inference.errors import (
     BackendRejected,
     BackendUnavailable,
     BadBackendResponse,
+    CallDeadlineExceeded,
     ContextOverflow,
     InferenceError,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "BackendRejected",
     "BackendUnavailable",
     "BadBackendResponse",
+    "CallDeadlineExceeded",
     "ContextOverflow",
     "FinishReason",
     "Generation",

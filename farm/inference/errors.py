@@ -17,6 +17,11 @@ class BackendUnavailable(InferenceError):
     """Connect error, timeout, 5xx or 429: the request may be retried on another backend."""
 
 
+class CallDeadlineExceeded(InferenceError):
+    """The job's remaining budget ran out while the backend was still answering: not the backend's
+    fault (do not mark it unhealthy or fail over); the job ends as a timeout."""
+
+
 class ContextOverflow(InferenceError):
     """Prompt plus max_tokens exceed the model's window: retrying will not help; end the episode."""
 

@@ -7,6 +7,7 @@ SGLang: POST {root}/generate with input_ids (root is the address without a trail
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -89,7 +90,17 @@ def parse(kind: BackendKind, payload: Any, backend: str, prompt_len: int, latenc
         return _parse_sglang(payload, backend, prompt_len, latency_s)
     except InferenceError:
         raise
-    except (KeyError, IndexError, TypeError, ValueError, ValidationError) as exc:
+    except (
+        KeyError,
+        IndexError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        ArithmeticError,
+        ValidationError,
+    ) as exc:
+        # Whatever shape the answer has ({"choices": "lol"}, ids as strings, a list for a dict), it is
+        # the backend breaking the protocol: one classified error, never a crash of the caller.
         raise BadBackendResponse(f"malformed answer from {backend}: {exc!r}", backend=backend) from exc
 
 
@@ -171,8 +182,12 @@ def _check_aligned(ids: list[Any], values: list[Any], backend: str) -> None:
         raise BadBackendResponse(
             f"{backend}: {len(ids)} token ids but {len(values)} logprobs", backend=backend
         )
-    if any(not isinstance(v, int | float) or isinstance(v, bool) for v in values):
-        raise BadBackendResponse(f"{backend}: a sampled token has no numeric logprob", backend=backend)
+    if any(not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) for v in values):
+        raise BadBackendResponse(f"{backend}: a sampled token has no finite numeric logprob", backend=backend)
+    if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in ids):
+        raise BadBackendResponse(
+            f"{backend}: a sampled token id is not a non-negative integer", backend=backend
+        )
 
 
 def _token_id(token: Any, backend: str) -> int:
