@@ -17,8 +17,9 @@ PROBE_EVERY_S = 2.0
 
 
 def probe_url(backend: BackendInfo) -> str:
-    root = backend.address.removesuffix("/v1")
-    return f"{root}/health" if backend.kind == "sglang" else f"{backend.address}/models"
+    """Both servers answer GET /health at their root (vLLM's api_server and SGLang's http_server) with
+    200 once the engine can generate; /v1/models would answer while the engine is still loading."""
+    return f"{backend.address.rstrip('/').removesuffix('/v1')}/health"
 
 
 async def probe_forever(pool: AsyncBackendPool) -> None:

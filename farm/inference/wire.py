@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from farm.inference import sampling_keys
 from farm.inference.errors import (
     BackendRejected,
     BackendUnavailable,
@@ -32,15 +33,15 @@ _OVERFLOW = re.compile(
 )
 _TOKEN_ID = re.compile(r"^token_id:(-?\d+)$")
 
-# SGLang names some sampling parameters differently from vLLM/OpenAI.
-_SGLANG_RENAMES = {"max_tokens": "max_new_tokens", "seed": "sampling_seed", "min_tokens": "min_new_tokens"}
-_NOT_SAMPLING = {"model", "prompt", "n", "stream", "logprobs", "echo"}
-
 
 def request(kind: BackendKind, address: str, prompt_ids: list[int], sampling: Mapping[str, Any],
             model: str | None = None) -> tuple[str, dict[str, Any]]:  # fmt: skip
-    """The URL and JSON body of one generation call."""
-    params = {k: v for k, v in sampling.items() if v is not None and k not in _NOT_SAMPLING}
+    """The URL and JSON body of one generation call; BackendRejected (never sent) when the caller's
+    sampling parameters hold a key this kind of server does not accept (sampling_keys.py)."""
+    try:
+        params = sampling_keys.for_backend(kind, sampling)
+    except sampling_keys.UnsupportedSamplingKey as exc:
+        raise BackendRejected(f"{address}: {exc}", backend=address, status=400) from None
     if kind == "vllm":
         body: dict[str, Any] = {
             **params,
@@ -55,11 +56,10 @@ def request(kind: BackendKind, address: str, prompt_ids: list[int], sampling: Ma
             body["model"] = model
         return f"{address.rstrip('/')}/completions", body
     if kind == "sglang":
-        sampling_params = {_SGLANG_RENAMES.get(k, k): v for k, v in params.items()}
-        sampling_params.setdefault("skip_special_tokens", False)
+        params.setdefault("skip_special_tokens", False)
         body = {
             "input_ids": list(prompt_ids),
-            "sampling_params": sampling_params,
+            "sampling_params": params,
             "return_logprob": True,
             "logprob_start_len": -1,
             "top_logprobs_num": 0,
@@ -139,7 +139,9 @@ def _parse_vllm(payload: Any, backend: str, prompt_len: int, latency_s: float) -
         prompt_tokens=usage.get("prompt_tokens") or prompt_len,
         backend=backend,
         latency_s=latency_s,
-        stop_reason=choice.get("stop_reason"),
+        stop_reason="repetition"
+        if choice.get("finish_reason") == "repetition"
+        else choice.get("stop_reason"),
     )
 
 
@@ -197,9 +199,20 @@ def _token_id(token: Any, backend: str) -> int:
     return int(match.group(1))
 
 
-def _finish(reason: Any, backend: str) -> Literal["stop", "length", "abort"]:
-    if reason in ("stop", "length", "abort"):
-        return reason
+def _finish(reason: Any, backend: str) -> Literal["stop", "length"]:
+    """vLLM's finish reasons (vllm/v1/engine/__init__.py FINISH_REASON_STRINGS: stop, length, abort,
+    error, repetition) and SGLang's meta_info.finish_reason types (stop, length, abort). An aborted or
+    errored request is the server's trouble, not an answer: the call is retried elsewhere like any
+    unavailable backend. Repetition detection ends generation normally (parse records it as the
+    stop reason)."""
+    if reason in ("stop", "length"):
+        return reason  # type: ignore[no-any-return]
+    if reason == "repetition":
+        return "stop"
+    if reason in ("abort", "error"):
+        raise BackendUnavailable(
+            f"{backend} ended the request with finish_reason {reason!r}", backend=backend
+        )
     raise BadBackendResponse(f"{backend}: unknown finish_reason {reason!r}", backend=backend)
 
 

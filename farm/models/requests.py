@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+
+from farm.inference import sampling_keys
 
 
 class SamplingParams(BaseModel):
-    """Passed to the inference backend. Unknown keys go through unchanged (e.g. `top_k`, `min_p`)."""
+    """Passed to the inference backend. Further keys are those vLLM or SGLang accept (e.g. `top_k`,
+    `min_p`, SGLang's `regex`), under vLLM's names, translated for SGLang backends; any other key is
+    refused (farm/inference/sampling_keys.py)."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _known_keys(self) -> SamplingParams:
+        sampling_keys.check_known(self.model_extra or {})  # a ValueError naming sampling_params.<key>
+        return self
 
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)

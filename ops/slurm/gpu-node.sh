@@ -56,13 +56,11 @@ server_command() {
     esac
 }
 
-# The address the farm stores, and the URL that answers 200 once the server can generate.
-backend_address() {
-    if [[ "$FARM_LLM_ENGINE" == vllm ]]; then echo "http://$HOST:$1/v1"; else echo "http://$HOST:$1"; fi
-}
-ready_url() {
-    if [[ "$FARM_LLM_ENGINE" == vllm ]]; then echo "http://127.0.0.1:$1/v1/models"; else echo "http://127.0.0.1:$1/health"; fi
-}
+# The address the farm stores (both engines serve their OpenAI routes under /v1, which the gateway uses;
+# the farm's token-in/token-out calls go to SGLang's /generate at the root), and the URL that answers
+# 200 once the server can generate (both engines have /health at the root).
+backend_address() { echo "http://$HOST:$1/v1"; }
+ready_url() { echo "http://127.0.0.1:$1/health"; }
 
 wait_ready() {
     # wait_ready URL PID: until URL answers 200, as long as the server process lives.

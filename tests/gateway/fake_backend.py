@@ -97,6 +97,10 @@ def parse_output(text: str) -> tuple[str | None, str | None, list[dict[str, Any]
 def create_app(fail_status: int | None = None) -> FastAPI:
     app = FastAPI()
 
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {}  # vLLM answers 200 with an empty body once its engine runs
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
