@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -75,8 +76,20 @@ def validate_harness_task(body: TaskRequest, instance: dict[str, Any]) -> None:
         raise RequestValidationError(errors) from None
 
 
-@router.post("/task/submit", response_model=SubmitResponse, responses=errors(400, 503))
-async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) -> SubmitResponse:
+# The task record appears whole or not at all; `submitted` is set only once every session exists.
+_CLAIM_TASK = """
+if redis.call('HSETNX', KEYS[1], 'request', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'session_ids', ARGV[2], 'created_at', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[5])
+return 1
+"""
+SUBMIT_CONCURRENCY = 64
+"""Sessions created at once: one Redis round trip each, overlapped."""
+
+
+def _checked(body: TaskRequest) -> tuple[dict[str, Any], str]:
+    """The sessions' handler instance and handler name; 422 naming the task's field when invalid."""
     instance = task_instance(body)
     loc = ("body", "agent", "harness") if body.agent.harness else ("body", "instance")
     try:
@@ -89,48 +102,69 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
         raise
     if body.agent.harness and instance.get("handler") == "harness":
         validate_harness_task(body, instance)
+    return instance, handler
+
+
+@router.post("/task/submit", response_model=SubmitResponse, responses=errors(400, 503))
+async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) -> SubmitResponse:
+    """Idempotent and completable: re-submitting a task id answers with its sessions, and if the first
+    submission died part-way (an API crash in the middle of 1024 sessions), creates the missing ones
+    from the request first stored. A task reads `completed` only after every session was created."""
+    _checked(body)
     if body.callback_url is not None:
         await check_url(farm.callback_urls, body.callback_url, ("body", "callback_url"))
     await ensure_accepting(farm)
-    sampling = SamplingParams.model_validate(body.sampling_params)
+    key = keys.task(body.task_id)
     ids = [session_id(body.task_id, i) for i in range(body.num_samples)]
-    record = {
-        "request": body.model_dump_json(),
-        "session_ids": json.dumps(ids),
-        "created_at": str(time.time()),
-    }
-    if not await farm.redis.hsetnx(keys.task(body.task_id), "request", record["request"]):
-        raw = await farm.redis.hget(keys.task(body.task_id), "session_ids")
-        return SubmitResponse(task_id=body.task_id, session_ids=json.loads(raw) if raw else ids)
-    await farm.redis.hset(keys.task(body.task_id), mapping=record)
-    await farm.redis.expire(keys.task(body.task_id), farm.settings.result_ttl_s)
-    await farm.redis.zadd(keys.TASKS, {body.task_id: time.time()})
+    now = time.time()
+    claim = farm.redis.register_script(_CLAIM_TASK)
+    args = [body.model_dump_json(), json.dumps(ids), str(now), farm.settings.result_ttl_s, body.task_id]
+    if not await claim(keys=[key, keys.TASKS], args=args):
+        request, submitted = await farm.redis.hmget(key, "request", "submitted")
+        if request is None:  # expired between the two calls: too late to complete; ask again
+            raise HTTPException(status_code=409, detail=f"task {body.task_id} expired; submit it again")
+        body = TaskRequest.model_validate_json(request)  # the request first stored is what runs
+        ids = [session_id(body.task_id, i) for i in range(body.num_samples)]
+        if submitted is not None:
+            return SubmitResponse(task_id=body.task_id, session_ids=ids)
+    await _create_sessions(farm, body, ids)
+    await farm.redis.hset(key, "submitted", "1")
+    return SubmitResponse(task_id=body.task_id, session_ids=ids)
+
+
+async def _create_sessions(farm: FarmState, body: TaskRequest, ids: list[str]) -> None:
+    """Creates each session that does not exist yet (Submitter.submit is a no-op for one that does)."""
+    instance, handler = _checked(body)
+    sampling = SamplingParams.model_validate(body.sampling_params)
     metadata = {"group_id": body.task_id, **body.metadata, "task_id": body.task_id}
-    for index, job_id in enumerate(ids):
-        await farm.submitter.submit(
-            JobSpec(
-                job_id=job_id,
-                handler=handler,
-                instance=instance,
-                sampling_params=sampling,
-                timeout_s=body.timeout_seconds,
-                metadata={**metadata, "sample_index": index},
-                task_id=body.task_id,
-                sample_index=index,
-                runtime=body.runtime.model_dump(),
-                agent=body.agent.model_dump(),
-                builder=body.builder.model_dump(),
-                evaluator=body.evaluator.model_dump(),
-                callback_url=body.callback_url,
-                priority=body.priority,
+    shared = {
+        "handler": handler,
+        "instance": instance,
+        "sampling_params": sampling,
+        "timeout_s": body.timeout_seconds,
+        "task_id": body.task_id,
+        "runtime": body.runtime.model_dump(),
+        "agent": body.agent.model_dump(),
+        "builder": body.builder.model_dump(),
+        "evaluator": body.evaluator.model_dump(),
+        "callback_url": body.callback_url,
+        "priority": body.priority,
+    }
+    for start in range(0, len(ids), SUBMIT_CONCURRENCY):
+        batch = list(enumerate(ids))[start : start + SUBMIT_CONCURRENCY]
+        await asyncio.gather(
+            *(
+                farm.submitter.submit(
+                    JobSpec(job_id=job_id, metadata={**metadata, "sample_index": i}, sample_index=i, **shared)
+                )
+                for i, job_id in batch
             )
         )
-    return SubmitResponse(task_id=body.task_id, session_ids=ids)
 
 
 @router.get("/task/{task_id}", response_model=TaskStatus, responses=errors(404))
 async def get_task(task_id: str, farm: FarmState = Depends(farm_state)) -> TaskStatus:
-    raw = await farm.redis.hget(keys.task(task_id), "session_ids")
+    raw, submitted = await farm.redis.hmget(keys.task(task_id), "session_ids", "submitted")
     if raw is None:
         raise HTTPException(status_code=404, detail=f"unknown task {task_id}")
     ids: list[str] = json.loads(raw)
@@ -142,6 +176,10 @@ async def get_task(task_id: str, farm: FarmState = Depends(farm_state)) -> TaskS
         sessions.append(
             SessionStatus(session_id=job_id, state=record.state, result=record.result if terminal else None)
         )
+    if submitted is None and len(sessions) < len(ids):
+        # Some sessions do not exist yet: being created now, or the submission died part-way (submit
+        # the task again to complete it). Never `completed` with sessions missing.
+        return TaskStatus(task_id=task_id, state="submitting", sessions=sessions)
     done = all(s.state.terminal for s in sessions)
     return TaskStatus(task_id=task_id, state="completed" if done else "running", sessions=sessions)
 

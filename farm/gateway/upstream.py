@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from typing import Any, get_args
@@ -35,11 +36,23 @@ def _logprobs(choice: dict[str, Any], response_ids: list[int]) -> tuple[list[flo
         token = entry.get("token") or ""
         if token.startswith("token_id:") and token[9:].isdigit() and int(token[9:]) != token_id:
             return None, "logprob tokens do not match the sampled ids"
-    return [float(e["logprob"]) for e in entries], None
+    values = [float(e["logprob"]) for e in entries]
+    if not all(math.isfinite(v) for v in values):
+        return None, "backend returned a non-finite logprob"
+    return values, None
 
 
 def parse_chat_reply(data: dict[str, Any], completion_id: str) -> UpstreamReply:
-    """Read ids, logprobs, the parsed message and finish reason from a non-streaming chat reply."""
+    """Read ids, logprobs, the parsed message and finish reason from a non-streaming chat reply. A reply
+    of any other shape ({"choices": "lol"}, ids that are not integers) is an upstream error, not a 500."""
+    try:
+        return _parse_chat_reply(data, completion_id)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError) as exc:
+        detail = f"{type(exc).__name__}: {exc}"[:300]
+        raise GatewayError(ErrorKind.upstream, f"backend reply breaks the protocol ({detail})") from None
+
+
+def _parse_chat_reply(data: dict[str, Any], completion_id: str) -> UpstreamReply:
     try:
         choice = data["choices"][0]
     except (KeyError, IndexError, TypeError):

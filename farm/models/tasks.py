@@ -86,5 +86,6 @@ class SessionStatus(BaseModel):
 class TaskStatus(BaseModel):
     task_id: str
     state: str
-    """running while any session is not terminal, then completed."""
+    """submitting until every session exists (a submission that died part-way stays so until the task
+    is submitted again), then running while any session is not terminal, then completed."""
     sessions: list[SessionStatus]

@@ -18,6 +18,19 @@ from starlette.routing import Route
 
 from farm.embedded_redis import free_port
 
+GOOD = {
+    "choices": [
+        {
+            "text": "hi",
+            "finish_reason": "stop",
+            "token_ids": [5, 6],
+            "logprobs": {"tokens": ["token_id:5", "token_id:6"], "token_logprobs": [-0.1, -0.2]},
+        }
+    ],
+    "usage": {"prompt_tokens": 3},
+}
+"""A well-formed vLLM /v1/completions answer: two sampled tokens with their logprobs."""
+
 
 @dataclass
 class Behaviour:

@@ -25,19 +25,7 @@ from farm.inference import (
     InferenceError,
     wire,
 )
-from tests.api.backend_server import MisbehavingBackend
-
-GOOD = {
-    "choices": [
-        {
-            "text": "hi",
-            "finish_reason": "stop",
-            "token_ids": [5, 6],
-            "logprobs": {"tokens": ["token_id:5", "token_id:6"], "token_logprobs": [-0.1, -0.2]},
-        }
-    ],
-    "usage": {"prompt_tokens": 3},
-}
+from tests.api.backend_server import GOOD, MisbehavingBackend
 
 
 def _choice(**changes: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.jobs.messages import StageMessages
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
+from tests.api.backend_server import GOOD, MisbehavingBackend
 from tests.integration.jobs import submit, wait_state
 
 pytestmark = pytest.mark.integration
@@ -279,3 +280,72 @@ def test_a_message_lost_in_delivery_is_sent_again(faulty_farm: LocalFarm, fapi: 
     result = wait_state(fapi, job_id, {"done", "failed"}, 30)
     assert result.state is JobState.done, result.error
     assert job_fields(faulty_farm, job_id)["infra_retries"] == "1"
+
+
+def _only_backend(fapi: httpx.Client, url: str) -> None:
+    fapi.post("/clear_llm_server").raise_for_status()
+    fapi.post("/add_llm_server", json={"address": url}).raise_for_status()
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout_s, what
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def test_cancel_interrupts_a_backend_call_in_flight(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
+    """A backend dripping its answer a byte every 0.3 s (a minute for the whole reply): cancel ends
+    the job within a second, and the worker lets go of the backend too."""
+    with MisbehavingBackend() as backend:
+        backend.behaviour.mode, backend.behaviour.reply, backend.behaviour.drip_s = "drip", GOOD, 0.3
+        _only_backend(fapi, backend.url)
+        try:
+            job_id = submit(fapi, {"handler": "noop", "generate_tokens": 2})
+            _wait_for(lambda: backend.behaviour.open_calls > 0, 20, "the job never called the backend")
+            cancelled_at = time.monotonic()
+            fapi.post("/cancel", json={"job_id": job_id}).raise_for_status()
+            assert wait_state(fapi, job_id, {"cancelled"}, 1.0).state is JobState.cancelled
+            _wait_for(lambda: backend.behaviour.open_calls == 0, 1.5, "the abandoned call kept dripping")
+            assert time.monotonic() - cancelled_at < 2.0
+        finally:
+            _restore_backends(faulty_farm, fapi)
+
+
+def test_a_hanging_backend_cannot_outlive_the_job_budget(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
+    with MisbehavingBackend() as backend:
+        backend.behaviour.mode = "hang"
+        _only_backend(fapi, backend.url)
+        try:
+            job_id = submit(fapi, {"handler": "noop", "generate_tokens": 2}, timeout_s=2)
+            _wait_for(lambda: backend.behaviour.calls > 0, 20, "the job never called the backend")
+            result = wait_state(fapi, job_id, {"timeout", "failed", "done"}, 3.0)
+            assert result.state is JobState.timeout, result.error
+            listed = {b["address"]: b["healthy"] for b in fapi.get("/llm_servers").json()}
+            assert listed[backend.url] is True  # the job's budget ran out, not the backend
+        finally:
+            _restore_backends(faulty_farm, fapi)
+
+
+def test_a_backend_breaking_the_protocol_is_a_classified_failure(
+    faulty_farm: LocalFarm, fapi: httpx.Client
+) -> None:
+    with MisbehavingBackend() as backend:
+        backend.behaviour.reply = {"choices": "lol"}
+        _only_backend(fapi, backend.url)
+        try:
+            job_id = submit(fapi, {"handler": "noop", "generate_tokens": 2})
+            result = wait_state(fapi, job_id, {"failed", "done"}, 20)
+            assert result.state is JobState.failed and result.error is not None
+            assert result.error.type == "BadBackendResponse", result.error
+            assert not result.trajectory.traces
+            assert fapi.get(f"/jobs/{job_id}").status_code == 200
+        finally:
+            _restore_backends(faulty_farm, fapi)
+
+
+def _restore_backends(farm: LocalFarm, fapi: httpx.Client) -> None:
+    fapi.post("/clear_llm_server")
+    for url in farm.llm_urls:
+        fapi.post("/add_llm_server", json={"address": url})

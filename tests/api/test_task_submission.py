@@ -1,0 +1,80 @@
+"""Task submission is all or completable: an API killed in the middle of `num_samples: 1024` leaves
+nothing, or a task that reads `submitting` (never `completed` with sessions missing) and whose
+re-submission creates exactly the missing sessions."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+import redis
+
+from farm import keys
+from farm.launcher import LocalFarm
+
+
+def _wait_up(farm: LocalFarm) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{farm.api_url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError("the API did not come back")
+
+
+def _sessions_of(r: redis.Redis, task_id: str) -> int:
+    return sum(1 for _ in r.scan_iter(match=f"{keys.job(task_id)}*", count=1000))
+
+
+def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Callable[..., LocalFarm]) -> None:
+    farm = start_api()
+    r = redis.Redis.from_url(farm.redis_url)
+    task = {"task_id": "t-crash-1024", "instruction": "x", "num_samples": 1024, "agent": {"handler": "noop"}}
+    before = r.scard(keys.ACTIVE_JOBS)
+
+    def submit() -> None:
+        with contextlib.suppress(httpx.TransportError):  # the API dies under us, which is the point
+            httpx.post(f"{farm.api_url}/rollout/task/submit", json=task, timeout=30)
+
+    sender = threading.Thread(target=submit)
+    sender.start()
+    deadline = time.monotonic() + 20
+    while r.scard(keys.ACTIVE_JOBS) - before < 40:
+        assert time.monotonic() < deadline, "the submission never started"
+        time.sleep(0.002)
+    farm.kill("api", signal.SIGKILL)
+    sender.join(30)
+    created = _sessions_of(r, "t-crash-1024")
+    assert 40 <= created < 1024, f"the kill did not land mid-submission ({created} sessions)"
+
+    farm.respawn("api")
+    _wait_up(farm)
+    with httpx.Client(base_url=farm.api_url, timeout=30) as http:
+        status = http.get("/rollout/task/t-crash-1024").json()
+        assert status["state"] == "submitting" and len(status["sessions"]) == created
+
+        again = http.post("/rollout/task/submit", json={**task, "num_samples": 2})  # the first request wins
+        assert again.status_code == 200 and len(again.json()["session_ids"]) == 1024
+        assert _sessions_of(r, "t-crash-1024") == 1024
+        status = http.get("/rollout/task/t-crash-1024").json()
+        assert status["state"] == "running" and len(status["sessions"]) == 1024
+        assert len({s["session_id"] for s in status["sessions"]}) == 1024
+        # and once complete, re-submitting creates nothing more
+        assert http.post("/rollout/task/submit", json=task).json() == again.json()
+    assert r.scard(keys.ACTIVE_JOBS) - before == 1024
+    r.close()
+
+
+def test_submission_is_idempotent_and_every_session_exists(api: httpx.Client) -> None:
+    task = {"task_id": "t-idem-16", "instruction": "x", "num_samples": 16, "agent": {"handler": "noop"}}
+    first = api.post("/rollout/task/submit", json=task).json()
+    assert api.post("/rollout/task/submit", json=task).json() == first
+    status = api.get("/rollout/task/t-idem-16").json()
+    assert status["state"] == "running" and len(status["sessions"]) == 16
