@@ -38,7 +38,11 @@ def test_two_farms_share_a_host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         clients = [stack.enter_context(httpx.Client(base_url=f.api_url, timeout=30)) for f in farms]
         for farm, api in zip(farms, clients, strict=True):
             for i in range(4):
-                instance = {"handler": "math", "question": f"What is {i} + 2?", "answer": str(i + 2)}
+                instance = {
+                    "handler": "math",
+                    "question": f"What is {i} + 2?",
+                    "answer": i + 2,
+                }  # a number, as JSON allows
                 jobs.append((farm, submit(api, instance)))
         for farm, job_id in jobs:
             api = clients[farms.index(farm)]
