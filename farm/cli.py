@@ -4,22 +4,60 @@ the gateway and the run report."""
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from farm.gateway.cli import gateway
+from farm.identity import mask_url
 from farm.llm.cli import llm
 from farm.report.cli import report
-from farm.settings import get_settings
+from farm.settings import Settings, get_settings
 
 
-@click.group()
+class FarmGroup(click.Group):
+    """Every error of a subcommand is one line `farm <command>: <what went wrong>` and exit code 1;
+    `--debug` shows the traceback instead."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            from farm.launcher import FarmStartError
+
+            what = str(exc) if isinstance(exc, FarmStartError) else f"{type(exc).__name__}: {exc}"
+            what = " ".join(what.split())  # one line
+            hint = "" if isinstance(exc, FarmStartError) else " (--debug shows the traceback)"
+            click.echo(f"farm {ctx.invoked_subcommand}: {what}{hint}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=FarmGroup)
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def main(verbose: bool) -> None:
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+def main(verbose: bool, debug: bool) -> None:
     """rollout-farm: rollout-as-a-service for RL of multi-turn LLM agents."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def given_redis_url(settings: Settings) -> str | None:
+    """FARM_REDIS_URL when the operator set it; None means "start a private Redis" (never whatever
+    happens to answer on the default port)."""
+    return settings.redis_url if "redis_url" in settings.model_fields_set else None
+
+
+def given_api_port(settings: Settings) -> int | None:
+    return settings.api_port if "api_port" in settings.model_fields_set else None
 
 
 @main.command()
@@ -29,14 +67,18 @@ def api(host: str | None, port: int | None) -> None:
     """Serve the REST facade and the model gateway (uvicorn)."""
     import uvicorn
 
+    from farm.embedded_redis import port_in_use
+    from farm.launcher import FarmStartError
+    from farm.redis_clients import redis_answers
+
     settings = get_settings()
-    uvicorn.run(
-        "farm.api.app:create_app",
-        factory=True,
-        host=host or settings.api_host,
-        port=port or settings.api_port,
-        log_level="warning",
-    )
+    host, port = host or settings.api_host, port or settings.api_port
+    if port_in_use(port, "127.0.0.1" if host in ("0.0.0.0", "::", "") else host):
+        raise FarmStartError(f"port {port} in use")
+    if not redis_answers(settings.redis_url, settings=settings):
+        raise FarmStartError(f"Redis at {mask_url(settings.redis_url)} does not answer (FARM_REDIS_URL)")
+    click.echo(f"farm api: http://{host}:{port} (docs at /docs), Redis {mask_url(settings.redis_url)}")
+    uvicorn.run("farm.api.app:create_app", factory=True, host=host, port=port, log_level="warning")
 
 
 def _llm_args(token_latency_ms: float, accuracy: float, seed: int) -> list[str]:
@@ -63,12 +105,14 @@ def up(
     accuracy: float,
     log_dir: Path | None,
 ) -> None:
-    """Start everything (Redis if none answers, API, one worker per queue, reference LLM) until Ctrl-C."""
+    """Start everything (a private Redis unless FARM_REDIS_URL is set, the API, one worker per queue,
+    the reference LLM) and keep it running: a child that dies is restarted with backoff. Ctrl-C drains
+    the workers (running stages finish or go back to the queue), then stops everything."""
     from farm.launcher import LocalFarm, default_workers, stop_signals_as_keyboard_interrupt
 
     settings = get_settings()
     farm = LocalFarm(
-        redis_url=settings.redis_url,
+        redis_url=given_redis_url(settings),
         api_port=port or settings.api_port,
         workers=default_workers(run_concurrency),
         llm_policy=None if llm_policy == "none" else llm_policy,
@@ -76,21 +120,39 @@ def up(
         log_dir=log_dir,
         quiet=log_dir is None,
         supervise=True,
+        check_port=True,
     )
     with stop_signals_as_keyboard_interrupt():
         try:
             farm.start()
-            click.echo(f"farm up: API {farm.api_url} (docs at /docs), Redis {farm.redis_url}")
-            for url in farm.llm_urls:
-                click.echo(f"  reference LLM ({llm_policy}) at {url}")
-            click.echo("Ctrl-C stops everything.")
-            while farm.alive():
-                time.sleep(0.5)
-            click.echo("a child process exited; stopping the farm", err=True)
+            print_farm_table(farm, private_redis=given_redis_url(settings) is None)
+            click.echo("Ctrl-C drains and stops everything.")
+            while True:  # the supervisor thread restarts children; only a signal ends `farm up`
+                time.sleep(1.0)
         except KeyboardInterrupt:
-            click.echo("\nstopping…")
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the drain short
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            click.echo("\ndraining workers, then stopping…")
         finally:
-            farm.stop()
+            farm.stop(grace_s=30.0)
+
+
+def print_farm_table(farm: Any, private_redis: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    redis_note = (
+        "private redis-server (set FARM_REDIS_URL to use another)" if private_redis else "FARM_REDIS_URL"
+    )
+    table = Table(title=f"farm {farm.id} up: API {farm.api_url} (docs at /docs)")
+    for column in ("process", "pid", "serves"):
+        table.add_column(column)
+    for name, pid, what in farm.table():
+        table.add_row(name, str(pid), mask_url(what) if name == "redis" else what)
+    if not private_redis:
+        table.add_row("redis", "-", f"{mask_url(farm.redis_url)} ({redis_note})")
+    Console().print(table)
+    click.echo(f"Redis: {mask_url(farm.redis_url)} ({redis_note}); scratch dir {farm.scratch_dir}")
 
 
 @main.command()
@@ -117,7 +179,18 @@ def demo(
     from farm.demo import run_demo
 
     out = out or Path("farm-runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-    run_demo(n_tasks, samples, out, _llm_args(token_latency_ms, accuracy, 0), run_concurrency)
+    settings = get_settings()
+    code = run_demo(
+        n_tasks,
+        samples,
+        out,
+        _llm_args(token_latency_ms, accuracy, 0),
+        run_concurrency,
+        redis_url=given_redis_url(settings),
+        api_port=given_api_port(settings),
+    )
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 main.add_command(llm)

@@ -1,28 +1,79 @@
 """`farm demo`: a local farm, a batch of math tasks through the task API, a live progress bar, a
-summary table, and the trajectories as JSONL."""
+summary table, and the trajectories as JSONL.
+
+The demo's farm keeps its state apart from anything else: a private redis-server, or with
+FARM_REDIS_URL an empty database of that server claimed for the demo and flushed at its end. Ctrl-C
+writes the rollouts finished so far and exits 130.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import time
+from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import httpx
+import redis
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from farm.launcher import LocalFarm, default_workers, stop_signals_as_keyboard_interrupt
+from farm.embedded_redis import port_in_use
+from farm.identity import mask_url
+from farm.launcher import FarmStartError, LocalFarm, default_workers, stop_signals_as_keyboard_interrupt
 from farm.models.results import JobResult
-from farm.settings import get_settings
+from farm.redis_clients import redis_answers
+
+CLAIM_KEY = "farm:demo:claim"
+"""Set in the database a demo took for itself (so two demos never take the same one)."""
+INTERRUPTED = 130
 
 
 def math_problems() -> list[dict[str, Any]]:
     text = files("handlers.math").joinpath("problems.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def cycle_problems(problems: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """`n` problems: the suite's, repeated when `n` is larger; repeats get ids of their own."""
+    if not problems:
+        raise ValueError("the math suite is empty")
+    out = []
+    for i in range(n):
+        problem, lap = problems[i % len(problems)], i // len(problems)
+        out.append(problem if lap == 0 else {**problem, "id": f"{problem['id']}-r{lap}"})
+    return out
+
+
+def claim_database(url: str, databases: range = range(15, 0, -1)) -> str:
+    """The URL of an empty database of the server at `url`, claimed for the demo (CLAIM_KEY)."""
+    base, _, _ = url.partition("?")
+    head, slash, tail = base.rpartition("/")
+    server = head if slash and tail.isdigit() else base.rstrip("/")
+    for db in databases:
+        candidate = f"{server}/{db}"
+        client = redis.Redis.from_url(candidate)
+        try:
+            if client.dbsize() == 0 and client.set(CLAIM_KEY, "1", nx=True):
+                if client.dbsize() == 1:
+                    return candidate
+                client.delete(CLAIM_KEY)
+        finally:
+            client.close()
+    raise FarmStartError(f"Redis at {mask_url(url)} has no empty database for the demo (tried 15..1)")
+
+
+def release_database(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -59,41 +110,75 @@ def summarise(results: list[JobResult], wall_s: float) -> Table:
     return table
 
 
-def run_demo(n_tasks: int, samples: int, out: Path, llm_args: list[str], run_concurrency: int) -> None:
+@dataclass
+class Batch:
+    results: list[JobResult] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def wall_s(self) -> float:
+        return max(time.monotonic() - self.started, 1e-9)
+
+
+def run_demo(
+    n_tasks: int,
+    samples: int,
+    out: Path,
+    llm_args: list[str],
+    run_concurrency: int,
+    redis_url: str | None = None,
+    api_port: int | None = None,
+) -> int:
+    """Runs the demo; returns the exit code (0, or INTERRUPTED after Ctrl-C)."""
     console = Console()
-    problems = math_problems()[:n_tasks]
-    settings = get_settings()
+    problems = cycle_problems(math_problems(), n_tasks)
+    if api_port and port_in_use(api_port):
+        raise FarmStartError(f"port {api_port} in use")
+    if redis_url and not redis_answers(redis_url):
+        raise FarmStartError(f"Redis at {mask_url(redis_url)} does not answer (FARM_REDIS_URL)")
+    own_db = (
+        claim_database(redis_url) if redis_url and redis_url.startswith(("redis://", "rediss://")) else None
+    )
     farm = LocalFarm(
-        redis_url=settings.redis_url,
+        redis_url=own_db or redis_url,
+        api_port=api_port or 0,
+        check_port=bool(api_port),
         workers=default_workers(run_concurrency),
         llm_args=llm_args,
         supervise=True,
     )
+    batch, code = Batch(), 0
     with stop_signals_as_keyboard_interrupt():
         try:
             with console.status("starting Redis, API, workers and the reference LLM…"):
                 farm.start()
-            console.print(f"farm up at {farm.api_url}, Redis {farm.redis_url}")
-            results, wall = _run_batch(console, farm.api_url, problems, samples)
+            where = "a private redis-server" if redis_url is None else mask_url(farm.redis_url or "")
+            console.print(f"farm up at {farm.api_url}, Redis: {where}")
+            _run_batch(console, farm.api_url, problems, samples, batch)
         except KeyboardInterrupt:
-            console.print("interrupted; stopping the farm")
-            return
+            console.print(f"interrupted after {len(batch.results)} rollouts; stopping the farm")
+            code = INTERRUPTED
         finally:
-            farm.stop()
+            with contextlib.suppress(KeyboardInterrupt):
+                farm.stop()
+                if own_db:
+                    release_database(own_db)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as fh:
-        for result in results:
+        for result in batch.results:
             fh.write(result.model_dump_json() + "\n")
-    console.print(summarise(results, wall))
+    if batch.results:
+        console.print(summarise(batch.results, batch.wall_s))
     console.print(f"trajectories: {out}")
+    return code
 
 
 def _run_batch(
-    console: Console, api: str, problems: list[dict[str, Any]], samples: int
-) -> tuple[list[JobResult], float]:
+    console: Console, api: str, problems: list[dict[str, Any]], samples: int, batch: Batch
+) -> None:
     stamp = time.strftime("%Y%m%d%H%M%S")
     total = len(problems) * samples
-    started = time.monotonic()
+    batch.started = time.monotonic()
     with httpx.Client(base_url=api, timeout=30) as http:
         pending: dict[str, None] = {}
         for problem in problems:
@@ -108,7 +193,7 @@ def _run_batch(
             }
             http.post("/rollout/task/submit", json=body).raise_for_status()
             pending[task_id] = None
-        results: list[JobResult] = []
+        results = batch.results
         columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task("rollouts", total=total)
@@ -121,4 +206,3 @@ def _run_batch(
                 progress.update(bar, completed=len(results))
                 if pending:
                     time.sleep(0.25)
-    return results, time.monotonic() - started

@@ -43,6 +43,14 @@ def free_port() -> int:
             return port
 
 
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something already listens on host:port (then binding a server there fails). Binding
+    without SO_REUSEADDR would also fail on a port with only TIME_WAIT connections left, so connect."""
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
 @dataclass
 class EmbeddedRedis:
     """A redis-server child process; `url` is ready when `start()` returns."""
@@ -107,4 +115,4 @@ class EmbeddedRedis:
         self.stop()
 
 
-__all__ = ["EmbeddedRedis", "free_port", "redis_server_binary"]
+__all__ = ["EmbeddedRedis", "free_port", "port_in_use", "redis_server_binary"]

@@ -1,9 +1,11 @@
-"""Starting a whole local farm as child processes: Redis (if none answers), the API, one Celery
-worker per stage queue and the reference LLM server. Used by `farm up`, `farm demo` and the
+"""Starting a whole local farm as child processes: Redis (a private one unless a URL is given), the
+API, one Celery worker per stage queue and the reference LLM server. Used by `farm up`, `farm demo` and the
 integration tests, so all three run the farm the same way.
 
-Every child gets its own process group; stopping sends SIGTERM to each group, waits, then SIGKILLs
-what is left, so Ctrl-C or the end of a demo leaves no process behind.
+Every child gets its own process group; stopping sends SIGTERM to the workers first (they give their
+stages back), then to the rest, waits, then SIGKILLs what is left, so Ctrl-C or the end of a demo
+leaves no process behind. Several farms share a host: each has its own id (farm/identity.py), which
+names its workers and its default scratch directory.
 """
 
 from __future__ import annotations
@@ -16,18 +18,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from farm.embedded_redis import EmbeddedRedis, free_port
+from farm.embedded_redis import EmbeddedRedis, free_port, port_in_use
+from farm.identity import DEFAULT_WORKDIR, farm_id, farm_workdir, mask_url
 from farm.redis_clients import redis_answers, redis_client
-from farm.settings import DEFAULT_REDIS_URL, DEFAULT_SENTINEL_MASTER, Settings
+from farm.settings import DEFAULT_SENTINEL_MASTER, Settings
 from farm.workers import live_workers
 
 log = logging.getLogger(__name__)
+
+
+class FarmStartError(RuntimeError):
+    """The farm cannot start for a reason the operator can fix; the message is one line saying which."""
 
 
 @dataclass
@@ -51,8 +58,27 @@ def default_workers(run_concurrency: int = 16) -> list[WorkerSpec]:
 
 
 @dataclass
+class Backoff:
+    """Restart delays for one supervised child: doubling from `base_s` up to `cap_s`, back to `base_s`
+    once the child has stayed up for `stable_s`."""
+
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    stable_s: float = 60.0
+    failures: int = 0
+
+    def next_delay(self, uptime_s: float) -> float:
+        if uptime_s >= self.stable_s:
+            self.failures = 0
+        delay = min(self.cap_s, self.base_s * 2**self.failures)
+        self.failures += 1
+        return delay
+
+
+@dataclass
 class LocalFarm:
-    redis_url: str = DEFAULT_REDIS_URL
+    redis_url: str | None = None
+    """The farm's Redis; None starts a private redis-server (never whatever answers on 6379)."""
     api_port: int = 0
     workers: list[WorkerSpec] = field(default_factory=default_workers)
     llm_policy: str | None = "scripted"
@@ -63,8 +89,10 @@ class LocalFarm:
     log_dir: Path | None = None
     quiet: bool = True
     supervise: bool = False
-    """Restart a worker that exits on its own (as systemd's Restart=always would): a Celery worker can
-    die on a broker connection error (a kombu bug seen when Redis restarts)."""
+    """Restart a child that exits on its own (as systemd's Restart=always would), with backoff: a Celery
+    worker can die on a broker connection error (a kombu bug seen when Redis restarts)."""
+    check_port: bool = False
+    """Refuse to start (FarmStartError "port N in use") when `api_port` is taken, before starting anything."""
 
     _redis: EmbeddedRedis | None = None
     _children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
@@ -72,6 +100,22 @@ class LocalFarm:
     llm_urls: list[str] = field(default_factory=list)
     restarts: int = 0
     _watch_stop: threading.Event = field(default_factory=threading.Event)
+    _started_at: dict[str, float] = field(default_factory=dict)
+    _backoff: dict[str, Backoff] = field(default_factory=dict)
+    _due: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        """The farm id (farm/identity.py); known once the Redis URL is."""
+        if self.redis_url is None:
+            raise RuntimeError("the farm has no Redis yet: start() it first")
+        return farm_id(self.redis_url)
+
+    @property
+    def scratch_dir(self) -> str:
+        """Scratch directory of the children: FARM_WORKDIR if given, else a per-farm one."""
+        given = self.env.get("FARM_WORKDIR") or os.environ.get("FARM_WORKDIR")
+        return given or str(farm_workdir(self.redis_url or "", DEFAULT_WORKDIR))
 
     @property
     def api_url(self) -> str:
@@ -79,7 +123,7 @@ class LocalFarm:
 
     def child_env(self, **extra: str) -> dict[str, str]:
         env = {**os.environ, "FARM_GATEWAY_URL": f"{self.api_url}/gateway", **self.env}
-        env = {**env, "FARM_REDIS_URL": self.redis_url, **extra}
+        env = {**env, "FARM_REDIS_URL": self.redis_url or "", "FARM_WORKDIR": self.scratch_dir, **extra}
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
@@ -87,7 +131,7 @@ class LocalFarm:
         """How this process reaches the farm's Redis: the URL and Sentinel settings its children get."""
         env = self.child_env()
         return Settings(
-            redis_url=self.redis_url,
+            redis_url=self.redis_url or "",
             redis_sentinel_master=env.get("FARM_REDIS_SENTINEL_MASTER") or DEFAULT_SENTINEL_MASTER,
             redis_sentinel_password=env.get("FARM_REDIS_SENTINEL_PASSWORD") or None,
         )
@@ -104,6 +148,7 @@ class LocalFarm:
         )
         self._children = [(n, p) for n, p in self._children if n != name] + [(name, proc)]
         self._commands[name] = (argv, env)
+        self._started_at[name] = time.monotonic()
         return proc
 
     def start(self, timeout_s: float = 60.0) -> LocalFarm:
@@ -115,11 +160,13 @@ class LocalFarm:
         return self
 
     def _start(self, timeout_s: float) -> None:
-        if not redis_answers(self.redis_url, settings=self.redis_settings()):
-            if self.redis_url != DEFAULT_REDIS_URL:
-                raise RuntimeError(f"nothing answers at FARM_REDIS_URL={self.redis_url}")
+        if self.check_port and self.api_port and port_in_use(self.api_port):
+            raise FarmStartError(f"port {self.api_port} in use")
+        if self.redis_url is None:
             self._redis = EmbeddedRedis().start()
             self.redis_url = self._redis.url
+        elif not redis_answers(self.redis_url, settings=self.redis_settings()):
+            raise FarmStartError(f"Redis at {mask_url(self.redis_url)} does not answer (FARM_REDIS_URL)")
         self.api_port = self.api_port or free_port()
         deadline = time.monotonic() + timeout_s
 
@@ -142,18 +189,17 @@ class LocalFarm:
         uvicorn += ["--port", str(self.api_port), "--log-level", "warning", "--no-access-log"]
         uvicorn += ["--timeout-keep-alive", "75"]  # trainers hold pools of keep-alive connections
         self._spawn("api", [sys.executable, "-m", *uvicorn])
-        tag = f"{self.api_port}"
         for i, worker in enumerate(self.workers):
             label = worker.name or worker.queues.replace(",", "+")
             env = {"FARM_NODE": worker.node} if worker.node else {}
             argv = [sys.executable, "-m", "celery", "-A", worker.app, "worker", "-Q", worker.queues]
-            argv += ["-P", worker.pool, "-c", str(worker.concurrency), "-n", f"{label}-{i}-{tag}@%h"]
+            argv += ["-P", worker.pool, "-c", str(worker.concurrency), "-n", f"{label}-{i}{self._tag}@%h"]
             argv += ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"]
             self._spawn(f"worker-{label}-{i}", argv, **env)
 
-        self._wait_http(f"{self.api_url}/healthz", deadline)
+        self._wait_http(f"{self.api_url}/healthz", deadline, healthy=_farm_healthy)
         for url in self.llm_urls:
-            self._wait_http(f"{url}/models", deadline)
+            self._wait_http(f"{url}/models", deadline, healthy=lambda r: r.status_code == 200)
         self._wait_workers(deadline)
         with httpx.Client(timeout=10) as http:
             for url in self.llm_urls:
@@ -162,13 +208,47 @@ class LocalFarm:
             self._watch_stop.clear()
             threading.Thread(target=self._watch, name="farm-supervisor", daemon=True).start()
 
+    @property
+    def _tag(self) -> str:
+        """Worker names end in farm id and API port: unique per farm, and per launch of one."""
+        return f"-{self.id}-{self.api_port}"
+
     def _watch(self) -> None:
-        while not self._watch_stop.wait(1.0):
-            for name, proc in list(self._children):
-                if name.startswith("worker-") and proc.poll() is not None and not self._watch_stop.is_set():
-                    log.warning("%s exited with code %s; restarting it", name, proc.returncode)
-                    self.restarts += 1
-                    self.respawn(name)
+        while not self._watch_stop.wait(0.2):
+            self.supervise_once()
+
+    def supervise_once(self) -> None:
+        """Restart, after its backoff delay, every child that has exited; log each exit and restart once."""
+        now = time.monotonic()
+        for name, proc in list(self._children):
+            if proc.poll() is None or self._watch_stop.is_set():
+                continue
+            if name not in self._due:
+                backoff = self._backoff.setdefault(name, Backoff())
+                delay = backoff.next_delay(now - self._started_at.get(name, now))
+                self._due[name] = now + delay
+                log.warning("%s exited with code %s; restarting it in %.1f s", name, proc.returncode, delay)
+            elif now >= self._due[name]:
+                del self._due[name]
+                self.restarts += 1
+                self.respawn(name)
+                log.warning("%s restarted (pid %s)", name, self.child(name).pid)
+
+    def table(self) -> list[tuple[str, int, str]]:
+        """What runs where: (child, pid, what it serves) for each child."""
+        where: dict[str, str] = {"api": self.api_url}
+        where |= {f"llm{i}": url for i, url in enumerate(self.llm_urls)}
+        rows = []
+        for name, proc in self._children:
+            argv = self._commands[name][0]
+            if name.startswith("worker-"):
+                what = f"queues {argv[argv.index('-Q') + 1]} as {argv[argv.index('-n') + 1]}"
+            else:
+                what = where.get(name, "")
+            rows.append((name, proc.pid, what))
+        if self._redis is not None:
+            rows.insert(0, ("redis", self._redis.process.pid if self._redis.process else 0, self.redis_url))
+        return rows
 
     def _check_children(self) -> None:
         for name, proc in self._children:
@@ -176,11 +256,11 @@ class LocalFarm:
                 hint = f" (see {self.log_dir / (name + '.log')})" if self.log_dir else ""
                 raise RuntimeError(f"{name} exited with code {proc.returncode} while starting{hint}")
 
-    def _wait_http(self, url: str, deadline: float) -> None:
+    def _wait_http(self, url: str, deadline: float, healthy: Callable[[httpx.Response], bool]) -> None:
         while True:
             self._check_children()
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=1.0).status_code < 500:
+                if healthy(httpx.get(url, timeout=1.0)):
                     return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{url} did not answer in time")
@@ -188,7 +268,7 @@ class LocalFarm:
 
     def _wait_workers(self, deadline: float) -> None:
         client = redis_client(settings=self.redis_settings(), retry=False, decode_responses=True)
-        tag = f"-{self.api_port}@"
+        tag = f"{self._tag}@"
         try:
             while True:
                 self._check_children()
@@ -228,14 +308,19 @@ class LocalFarm:
 
     def stop(self, grace_s: float = 10.0) -> None:
         self._watch_stop.set()
-        for _, proc in reversed(self._children):
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
+        # Workers first, while the API and the LLM still answer: a draining worker gives its stages
+        # back to the queue, which needs them.
+        workers = [p for n, p in self._children if n.startswith("worker-")]
+        others = [p for n, p in reversed(self._children) if not n.startswith("worker-")]
         deadline = time.monotonic() + grace_s
-        for _, proc in self._children:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(max(0.0, deadline - time.monotonic()))
+        for group in (workers, others):
+            for proc in group:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGTERM)
+            for proc in group:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(max(0.0, deadline - time.monotonic()))
         for _, proc in self._children:
             # Kill the whole group: a worker's pool children or a stray tool process included.
             with contextlib.suppress(ProcessLookupError):
@@ -252,6 +337,14 @@ class LocalFarm:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _farm_healthy(response: httpx.Response) -> bool:
+    """Our API's /healthz, not another server's 404 or a page that happens to answer 200."""
+    try:
+        return response.status_code == 200 and response.json().get("ok") is True
+    except ValueError:
+        return False
 
 
 @contextlib.contextmanager

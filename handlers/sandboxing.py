@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from containers import Sandbox, SandboxSpec, attach, get_runtime
+from farm.identity import FARM_LABEL, current_farm_id
 from handlers.context import JobContext
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ def sandbox_spec(ctx: JobContext, **overrides: Any) -> SandboxSpec:
         "die_with_parent": False,
         "ttl_s": max(ctx.remaining(), 1.0) + SCORING_BUFFER_S,
         # tasks/orphans.py stops a sandbox whose job no longer needs it (its init worker was killed).
-        "labels": {"job_id": ctx.job_id, "stage": ctx.stage},
+        "labels": {"job_id": ctx.job_id, "stage": ctx.stage, FARM_LABEL: current_farm_id()},
     }
     if runtime.get("workdir"):
         values["workdir"] = runtime["workdir"]

@@ -21,6 +21,7 @@ from containers.handle import SandboxHandle
 from containers.local import HANDLE_FILE, LocalRuntime, default_root
 from containers.runtime import get_runtime
 from farm import keys
+from farm.identity import FARM_LABEL, current_farm_id
 from farm.jobs.store import JobStore
 from farm.settings import get_settings
 
@@ -62,9 +63,13 @@ def sweep_due(store: JobStore) -> bool:
 def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: float | None = None) -> int:
     """Stops this node's orphaned sandboxes older than `grace_s` (FARM_ORPHAN_GRACE_S); returns how many."""
     grace_s = get_settings().orphan_grace_s if grace_s is None else grace_s
-    now = time.time()
+    now, ours = time.time(), current_farm_id()
     candidates = [
-        h for h in _handles(root or default_root()) if h.labels.get("job_id") and now - h.created_at > grace_s
+        h
+        for h in _handles(root or default_root())
+        # Another farm's sandbox is unknown to this Redis: stopping it would break that farm's job.
+        # An unlabelled one predates farm labels and is taken as this farm's.
+        if h.labels.get("job_id") and h.labels.get(FARM_LABEL, ours) == ours and now - h.created_at > grace_s
     ]
     if not candidates:
         return 0

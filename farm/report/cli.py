@@ -1,4 +1,5 @@
-"""`farm report RUN.jsonl`: a summary table in the terminal and PNG plots beside the run."""
+"""`farm report RUN.jsonl [MORE.jsonl | 'farm-runs/*.jsonl' ...]`: a summary table in the terminal and PNG
+plots beside the (first) run."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from farm.report.plots import PlotsUnavailable, write_plots
-from farm.report.runs import load_run, spans
+from farm.report.runs import expand, load_run, spans
 from farm.report.summary import RunSummary, summarize
 
 
@@ -50,36 +51,67 @@ def render(summary: RunSummary, console: Console, title: str) -> None:
         console.print(steps)
 
 
+def render_runs(runs: dict[str, RunSummary], console: Console) -> None:
+    table = Table(title="Per run file")
+    for column in ("file", "jobs", "done", "mean reward", "solved", "rollouts / s"):
+        table.add_column(column, justify="left" if column == "file" else "right")
+    for name, s in runs.items():
+        done = str(s.by_state.get("done", 0))
+        table.add_row(
+            Path(name).name,
+            str(s.jobs),
+            done,
+            _fmt(s.mean_reward),
+            _fmt(s.solved, ".1%"),
+            _fmt(s.rollouts_per_s, ".2f"),
+        )
+    console.print(table)
+
+
 @click.command("report")
-@click.argument("run_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("run_files", nargs=-1, required=True)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Directory for the PNG plots [default: RUN_report/ beside the file].",
+    help="Directory for the PNG plots [default: RUN_report/ beside the (first) file].",
 )
 @click.option("--plots/--no-plots", default=True, help="Write PNG plots (needs matplotlib).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of tables.")
-def report(run_file: Path, out: Path | None, plots: bool, as_json: bool) -> None:
-    """Summarize RUN_FILE (one JobResult per line) and plot throughput, stage times and reward per step."""
+def report(run_files: tuple[str, ...], out: Path | None, plots: bool, as_json: bool) -> None:
+    """Summarize RUN_FILES (one JobResult per line; files or glob patterns, taken together) and plot
+    throughput, stage times and reward (per step, per run file or per problem)."""
     console = Console()
-    run = load_run(run_file)
-    if not run.results:
-        raise click.ClickException(f"{run_file}: no JobResult lines")
-    run_spans = spans(run.results)
-    summary = summarize(run.results, run_spans)
+    try:
+        paths = expand(run_files)
+    except FileNotFoundError as exc:
+        raise click.ClickException(f"no run file matches {exc.args[0]}") from None
+    loaded = {str(path): load_run(path) for path in paths}
+    results = [r for run in loaded.values() for r in run.results]
+    if not results:
+        raise click.ClickException(f"{', '.join(loaded)}: no JobResult lines")
+    run_spans = spans(results)
+    summary = summarize(results, run_spans)
+    per_file = {name: summarize(run.results) for name, run in loaded.items() if run.results}
     if as_json:
         click.echo(summary.model_dump_json(indent=2))
     else:
-        render(summary, console, title=str(run_file))
-    if run.skipped_lines:
-        shown = ", ".join(map(str, run.skipped_lines[:10]))
-        console.print(f"[yellow]skipped {len(run.skipped_lines)} line(s) that are not JobResults: {shown}")
+        title = paths[0].name if len(paths) == 1 else f"{len(paths)} run files"
+        render(summary, console, title=str(paths[0]) if len(paths) == 1 else title)
+        if len(per_file) > 1:
+            render_runs(per_file, console)
+    for name, run in loaded.items():
+        if run.skipped_lines:
+            shown = ", ".join(map(str, run.skipped_lines[:10]))
+            console.print(
+                f"[yellow]{name}: skipped {len(run.skipped_lines)} line(s) that are not JobResults: {shown}"
+            )
     if not plots:
         return
-    target = out or run_file.with_name(f"{run_file.stem}_report")
+    suffix = "_report" if len(paths) == 1 else f"_and_{len(paths) - 1}_more_report"
+    target = out or paths[0].with_name(f"{paths[0].stem}{suffix}")
     try:
-        written = write_plots(run.results, run_spans, summary, target)
+        written = write_plots(results, run_spans, summary, target, runs=per_file)
     except PlotsUnavailable as exc:
         console.print(f"[yellow]plots skipped: {exc}")
         return

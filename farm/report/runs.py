@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,19 @@ def load_run(path: str | Path) -> Run:
             except (ValueError, ValidationError):
                 skipped.append(number)
     return Run(results, skipped)
+
+
+def expand(patterns: Iterable[str]) -> list[Path]:
+    """Files named or matched by glob patterns (a pattern the shell left unexpanded, quoted or from a
+    script), in order, each once; a pattern matching nothing raises FileNotFoundError naming it."""
+    found: dict[Path, None] = {}
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        files = [Path(m) for m in matches if Path(m).is_file()]
+        if not files:
+            raise FileNotFoundError(pattern)
+        found.update(dict.fromkeys(files))
+    return list(found)
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,26 @@ def reward_per_step(results: list[JobResult]) -> list[StepReward]:
     ]
 
 
+def group_of(result: JobResult) -> str:
+    """The problem a rollout sampled (its GRPO group): metadata problem_id, else group_id, else the job."""
+    for key in ("problem_id", "group_id"):
+        value = result.metadata.get(key)
+        if value is not None:
+            return str(value)
+    return result.job_id
+
+
+def reward_by_group(results: list[JobResult]) -> list[tuple[str, int, float]]:
+    """(problem, scored samples, mean reward) per problem, best first: which problems the policy
+    solves, and which groups carry a learning signal (neither always 0 nor always 1)."""
+    by_group: dict[str, list[float]] = defaultdict(list)
+    for result in results:
+        if result.reward is not None:
+            by_group[group_of(result)].append(result.reward)
+    rows = [(group, len(rewards), fmean(rewards)) for group, rewards in by_group.items()]
+    return sorted(rows, key=lambda row: (-row[2], row[0]))
+
+
 def summarize(results: list[JobResult], run_spans: list[Span] | None = None) -> RunSummary:
     run_spans = run_spans if run_spans is not None else spans(results)
     rewards = [r.reward for r in results if r.reward is not None]

@@ -26,8 +26,9 @@ SYSTEM_PROMPT = (
 
 class MathInstance(HandlerInstance):
     question: str = Field(min_length=1)
-    answer: str = Field(min_length=1)
-    """Reference answer; any form sympy can compare (6507, 3/4, \\frac{3}{4}, 0.75)."""
+    answer: str = Field(min_length=1, coerce_numbers_to_str=True)
+    """Reference answer; any form sympy can compare (6507, 3/4, \\frac{3}{4}, 0.75); a JSON number is
+    taken as its text (`"answer": 5`)."""
     max_turns: int = Field(6, ge=1, le=64)
     max_context_tokens: int = Field(8192, ge=256)
     tool_timeout_s: float = Field(10.0, gt=0, le=300)

@@ -136,3 +136,40 @@ def test_cli_json_and_empty_file(tmp_path: Path) -> None:
     empty.write_text("\n")
     failed = CliRunner().invoke(report, [str(empty)])
     assert failed.exit_code != 0 and "no JobResult" in failed.output
+
+
+def test_expand_takes_files_and_globs_once_each(tmp_path: Path) -> None:
+    from farm.report.runs import expand
+
+    a = write_run(tmp_path / "demo-1.jsonl", [job(0)])
+    b = write_run(tmp_path / "demo-2.jsonl", [job(1)])
+    assert expand([str(tmp_path / "demo-*.jsonl"), str(a)]) == [a, b]
+    with pytest.raises(FileNotFoundError):
+        expand([str(tmp_path / "nothing-*.jsonl")])
+
+
+def test_cli_takes_a_glob_matching_many_files(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    for n in range(2):
+        write_run(
+            tmp_path / f"demo-{n}.jsonl", [job(i, reward=float(n), problem_id=f"p{i}") for i in range(3)]
+        )
+    result = CliRunner().invoke(report, [str(tmp_path / "demo-*.jsonl"), "--out", str(tmp_path / "plots")])
+    assert result.exit_code == 0, result.output
+    assert "Per run file" in result.output and "demo-1.jsonl" in result.output
+    assert (tmp_path / "plots" / "reward_by_run.png").exists()
+    missing = CliRunner().invoke(report, [str(tmp_path / "nope-*.jsonl")])
+    assert missing.exit_code != 0 and "no run file matches" in missing.output
+
+
+def test_single_step_run_plots_reward_by_problem(tmp_path: Path) -> None:
+    from farm.report.summary import reward_by_group
+
+    pytest.importorskip("matplotlib")
+    results = [job(i, reward=float(i % 2), problem_id=f"p{i // 2}") for i in range(6)]
+    assert [(g, n) for g, n, _ in reward_by_group(results)] == [("p0", 2), ("p1", 2), ("p2", 2)]
+    run = write_run(tmp_path / "demo.jsonl", results)
+    result = CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "plots")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "plots" / "reward_by_problem.png").exists()
+    assert not (tmp_path / "plots" / "reward_per_step.png").exists()
