@@ -5,6 +5,7 @@ Jobs (one hash per job, TTL = settings.result_ttl_s):
 Job indexes:
     farm:jobs:active             set   job ids not yet terminal
     farm:jobs:by_state           hash  state -> number of jobs currently in it (terminal states count up)
+    farm:jobs:index              zset  job id -> created_at, every job within the result TTL (the viewer)
     farm:revoked                 zset  job id -> time cancellation was asked (pruned after the result TTL)
     farm:leases                  zset  job id -> expiry of the lease of its running stage
     farm:callbacks               zset  job id -> when its result should next be POSTed to callback_url
@@ -38,6 +39,7 @@ PREFIX = "farm:"
 
 ACTIVE_JOBS = "farm:jobs:active"
 JOBS_BY_STATE = "farm:jobs:by_state"
+JOBS_INDEX = "farm:jobs:index"
 REVOKED = "farm:revoked"
 LEASES = "farm:leases"
 CALLBACKS = "farm:callbacks"

@@ -22,6 +22,7 @@ from farm.api.strict_json import StrictJSONBody
 from farm.gateway.app import router as gateway_router
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
 from farm.settings import Settings, get_settings
+from farm.ui import routes as ui
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -79,4 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(rollout.router)
     app.include_router(metrics.router)
     app.include_router(gateway_router)  # carries its own /gateway prefix
+    for router in (ui.public, ui.pages, ui.data):
+        app.include_router(router)
+    app.mount("/ui/static", ui.static_files, name="ui-static")
     return app

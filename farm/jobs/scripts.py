@@ -39,6 +39,9 @@ redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'queued', 1)
 redis.call('LPUSH', KEYS[4], ARGV[8])
+-- newest-first index the viewer pages through (farm/ui); entries past the result TTL are pruned here
+redis.call('ZADD', 'farm:jobs:index', ARGV[4], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', 'farm:jobs:index', 0, tonumber(ARGV[4]) - tonumber(ARGV[5]))
 return 1
 """
 

@@ -1,0 +1,98 @@
+"""HTML pages and the JSON they poll, under /ui. Reads use the API's own functions; actions are made by the
+pages' JavaScript against the API's endpoints (/cancel, /add_llm_server, /remove_llm_server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from farm.api.state import FarmState, farm_state
+from farm.ui.auth import require_ui_page, require_ui_token
+from farm.ui.groups import group_view
+from farm.ui.index import JobFilter, JobPage, job_page
+from farm.ui.live import live_snapshot
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+static_files = StaticFiles(directory=HERE / "static")
+
+pages = APIRouter(prefix="/ui", dependencies=[Depends(require_ui_page)], include_in_schema=False)
+data = APIRouter(prefix="/ui/api", dependencies=[Depends(require_ui_token)], include_in_schema=False)
+public = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+def page(request: Request, name: str, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, {"active": name.split(".")[0], **context})
+
+
+@public.get("/login")
+async def login(request: Request, next: str = "/ui/") -> HTMLResponse:
+    safe_next = next if next.startswith("/ui") else "/ui/"
+    return page(request, "login.html.j2", next=safe_next)
+
+
+@pages.get("/")
+async def live_page(request: Request) -> HTMLResponse:
+    return page(request, "live.html.j2")
+
+
+@data.get("/live")
+async def live_data(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
+    return await live_snapshot(farm)
+
+
+def _filter(
+    state: str | None = None,
+    handler: str | None = None,
+    task: str | None = None,
+    group: str | None = None,
+    policy_version: str | None = None,
+    min_reward: str | None = None,
+    max_reward: str | None = None,
+    min_duration: str | None = None,
+) -> JobFilter:
+    """Query parameters of the filter form (empty fields mean no filter)."""
+    raw = {
+        "state": state,
+        "handler": handler,
+        "task": task,
+        "group": group,
+        "policy_version": policy_version,
+        "min_reward": min_reward,
+        "max_reward": max_reward,
+        "min_duration": min_duration,
+    }
+    return JobFilter.model_validate({k: v.strip() for k, v in raw.items() if v and v.strip()})
+
+
+@pages.get("/jobs")
+async def jobs_page(
+    request: Request,
+    flt: JobFilter = Depends(_filter),
+    cursor: float | None = None,
+    size: int = Query(50, ge=1, le=500),
+    farm: FarmState = Depends(farm_state),
+) -> HTMLResponse:
+    result = await job_page(farm.redis, flt, size, cursor)
+    query = {k: v for k, v in request.query_params.items() if k != "cursor"}
+    return page(request, "jobs.html.j2", page=result, flt=flt, query=query, cursor=cursor)
+
+
+@data.get("/jobs", response_model=JobPage)
+async def jobs_data(
+    flt: JobFilter = Depends(_filter),
+    cursor: float | None = None,
+    size: int = Query(50, ge=1, le=500),
+    farm: FarmState = Depends(farm_state),
+) -> JobPage:
+    return await job_page(farm.redis, flt, size, cursor)
+
+
+@pages.get("/groups/{group_id}")
+async def group_page(request: Request, group_id: str, farm: FarmState = Depends(farm_state)) -> HTMLResponse:
+    return page(request, "group.html.j2", group=await group_view(farm.redis, group_id))

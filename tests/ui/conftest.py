@@ -1,0 +1,73 @@
+"""A real farm (private Redis, API over HTTP, Celery workers, a reference LLM server) and a headless
+Chromium driven by selenium. Browser tests skip, saying why, where Chromium or selenium is missing."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from farm.embedded_redis import EmbeddedRedis
+from farm.launcher import LocalFarm, WorkerSpec
+
+pytestmark = pytest.mark.integration
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="session")
+def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
+    logs = Path(tempfile.mkdtemp(prefix="farm-ui-logs-"))
+    flush = redis.Redis.from_url(redis_server.url)
+    flush.flushdb()
+    flush.close()
+    local = LocalFarm(
+        redis_url=redis_server.url,
+        workers=[
+            WorkerSpec("init", concurrency=2),
+            WorkerSpec("run", concurrency=4),
+            WorkerSpec("eval", concurrency=2),
+        ],
+        llm_servers=1,
+        llm_args=["--accuracy", "0.5", "--seed", "7", "--token-latency-ms", "2"],
+        env={"FARM_WORKDIR": str(logs / "work")},
+        log_dir=logs,
+    )
+    local.start(timeout_s=90)
+    yield local
+    local.stop()
+
+
+@pytest.fixture
+def api(farm: LocalFarm) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=farm.api_url, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test extra)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def screenshot(driver: object, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))  # type: ignore[attr-defined]
+    return path
