@@ -10,10 +10,11 @@ import asyncio
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+import httpx
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -24,7 +25,7 @@ from farm.api.security import require_token
 from farm.builders import CompletionRecord, CompletionTimings, build_traces, builder_names
 from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
-from farm.gateway.normalized import ChatRequest
+from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
 from farm.gateway.providers import (
     ANTHROPIC,
     GOOGLE,
@@ -34,9 +35,12 @@ from farm.gateway.providers import (
     RequestError,
     detect_provider,
 )
-from farm.gateway.providers.google_genai import stream_chunks
+from farm.gateway.providers.base import StreamEncoder
+from farm.gateway.providers.google_genai import StreamEncoder as GoogleStreamEncoder
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan, get_runtime
 from farm.gateway.sessions import NoCompletion, SessionInfo, SessionNotFound
+from farm.gateway.streaming import UpstreamStream
+from farm.gateway.upstream import UpstreamReply
 from farm.models import BackendInfo, Trace
 
 # Session metadata keys that steer the gateway rather than describe the rollout.
@@ -196,6 +200,48 @@ async def _parse(
         raise GatewayError(ErrorKind.invalid_request, f"cannot read the request: {exc}") from None
 
 
+def _record(
+    completion_id: str,
+    session_id: str,
+    provider: str,
+    chat: ChatRequest,
+    reply: UpstreamReply,
+    backend: str,
+    attempts: int,
+    started_at: float,
+    upstream_s: float,
+    total_s: float,
+) -> CompletionRecord:
+    return CompletionRecord(
+        completion_id=completion_id,
+        session_id=session_id,
+        provider=provider,
+        model=chat.model,
+        request_messages=chat.messages,
+        tools=chat.tools,
+        prompt_ids=reply.prompt_ids,
+        response_ids=reply.response_ids,
+        response_logprobs=reply.response_logprobs,
+        finish_reason=reply.completion.finish_reason,
+        response_message=reply.completion.assistant_message(),
+        backend=backend,
+        timings=CompletionTimings(started_at=started_at, upstream_s=upstream_s, total_s=total_s),
+        usage={
+            "prompt_tokens": reply.completion.usage.prompt_tokens,
+            "completion_tokens": reply.completion.usage.completion_tokens,
+        },
+        metadata={
+            "served_model": reply.served_model,
+            "attempts": attempts,
+            "stream": chat.stream,
+            "capture_problem": reply.capture_problem,
+        },
+    )
+
+
+EncoderFactory = Callable[[ChatCompletion, ChatRequest], StreamEncoder]
+
+
 async def _model_call(
     request: Request,
     runtime: GatewayRuntime,
@@ -203,7 +249,7 @@ async def _model_call(
     provider: str,
     model: str | None = None,
     stream: bool | None = None,
-    render_stream: Callable[..., Response] | None = None,
+    encoder: EncoderFactory | None = None,
 ) -> Response:
     started_at = time.time()
     started = time.perf_counter()
@@ -227,34 +273,30 @@ async def _model_call(
             await runtime.backends.release(session_id)  # /end gave the pin back; this call took it again
             raise GatewayError(ErrorKind.conflict, f"session {session_id!r} has ended")
         completion_id = f"cmpl-{secrets.token_hex(12)}"
+        if chat.stream:
+            upstream = await runtime.forwarder.open_stream(info, chat, backend)
+            make = encoder or PROVIDERS[provider].stream_encoder
+            frames = _relay(
+                runtime, upstream, make, chat, completion_id, session_id, provider, started_at, started
+            )
+            return StreamingResponse(
+                frames,
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache"},
+            )
         result = await runtime.forwarder.complete(info, chat, completion_id, backend)
         reply = result.reply
-        record = CompletionRecord(
-            completion_id=completion_id,
-            session_id=session_id,
-            provider=provider,
-            model=chat.model,
-            request_messages=chat.messages,
-            tools=chat.tools,
-            prompt_ids=reply.prompt_ids,
-            response_ids=reply.response_ids,
-            response_logprobs=reply.response_logprobs,
-            finish_reason=reply.completion.finish_reason,
-            response_message=reply.completion.assistant_message(),
-            backend=result.backend,
-            timings=CompletionTimings(
-                started_at=started_at, upstream_s=result.upstream_s, total_s=time.perf_counter() - started
-            ),
-            usage={
-                "prompt_tokens": reply.completion.usage.prompt_tokens,
-                "completion_tokens": reply.completion.usage.completion_tokens,
-            },
-            metadata={
-                "served_model": reply.served_model,
-                "attempts": result.attempts,
-                "stream": chat.stream,
-                "capture_problem": reply.capture_problem,
-            },
+        record = _record(
+            completion_id,
+            session_id,
+            provider,
+            chat,
+            reply,
+            result.backend,
+            result.attempts,
+            started_at,
+            result.upstream_s,
+            time.perf_counter() - started,
         )
         try:
             await runtime.store.append_completion(record)
@@ -264,15 +306,72 @@ async def _model_call(
             ) from None
     except GatewayError as error:
         return _error(provider, error)
-    translator = PROVIDERS[provider]
-    if chat.stream:
-        if render_stream is not None:
-            return render_stream(reply.completion, chat)
-        frames = translator.render_stream(reply.completion, chat)
-        return StreamingResponse(
-            iter(frames), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+    return JSONResponse(PROVIDERS[provider].render_response(reply.completion, chat))
+
+
+async def _relay(
+    runtime: GatewayRuntime,
+    upstream: UpstreamStream,
+    make: EncoderFactory,
+    chat: ChatRequest,
+    completion_id: str,
+    session_id: str,
+    provider: str,
+    started_at: float,
+    started: float,
+) -> AsyncIterator[str]:
+    """Provider frames as the backend's chunks arrive; the completion is recorded before the final frames."""
+    encoder: StreamEncoder | None = None
+    try:
+        try:
+            async for events in upstream.events():
+                if encoder is None:  # the first chunk names the prompt; the stream starts with it
+                    head = ChatCompletion(id=completion_id, model=upstream.assembler.model)
+                    head.usage.prompt_tokens = len(upstream.assembler.prompt_ids)
+                    encoder = make(head, chat)
+                    frames = encoder.start()
+                else:
+                    frames = []
+                for event in events:
+                    if isinstance(event, ToolCall):
+                        frames += encoder.tool_call(event)
+                    else:
+                        frames += encoder.text(*event)
+                if frames:
+                    yield "".join(frames)
+            reply = upstream.reply(completion_id)
+        finally:
+            await upstream.aclose()
+        record = _record(
+            completion_id,
+            session_id,
+            provider,
+            chat,
+            reply,
+            upstream.address,
+            upstream.attempts,
+            started_at,
+            upstream.upstream_s,
+            time.perf_counter() - started,
         )
-    return JSONResponse(translator.render_response(reply.completion, chat))
+        try:
+            await runtime.store.append_completion(record)
+        except SessionNotFound:
+            expired = f"session {session_id!r} expired during the call"
+            raise GatewayError(ErrorKind.not_found, expired) from None
+    except (GatewayError, httpx.HTTPError) as exc:
+        error = (
+            exc
+            if isinstance(exc, GatewayError)
+            else GatewayError(ErrorKind.upstream, f"backend stream broke: {type(exc).__name__}: {exc}")
+        )
+        if encoder is None:
+            encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)
+            yield "".join(encoder.start())
+        yield "".join(encoder.error(error))
+        return
+    assert encoder is not None
+    yield "".join(encoder.finish(reply.completion))
 
 
 @router.post("/sessions/{session_id}/v1/chat/completions")
@@ -315,14 +414,11 @@ async def anthropic_count_tokens(
     return await _count_tokens(request, runtime, session_id, ANTHROPIC, None)
 
 
-def _google_stream(alt_sse: bool) -> Callable[..., Response]:
-    def render(completion: Any, chat: ChatRequest) -> Response:
-        if alt_sse:
-            frames = PROVIDERS[GOOGLE].render_stream(completion, chat)
-            return StreamingResponse(iter(frames), media_type="text/event-stream")
-        return JSONResponse(stream_chunks(completion, chat))  # without alt=sse: one JSON array
+def _google_encoder(alt_sse: bool) -> EncoderFactory:
+    def make(head: ChatCompletion, chat: ChatRequest) -> StreamEncoder:
+        return GoogleStreamEncoder(head, chat, sse=alt_sse)
 
-    return render
+    return make
 
 
 @router.post("/sessions/{session_id}/v1beta/models/{model_action}")
@@ -335,7 +431,7 @@ async def google_generate(
     if action == "streamGenerateContent":
         alt_sse = request.query_params.get("alt") == "sse"
         return await _model_call(
-            request, runtime, session_id, GOOGLE, model, stream=True, render_stream=_google_stream(alt_sse)
+            request, runtime, session_id, GOOGLE, model, stream=True, encoder=_google_encoder(alt_sse)
         )
     if action == "countTokens":
         return await _count_tokens(request, runtime, session_id, GOOGLE, model)

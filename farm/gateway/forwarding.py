@@ -15,6 +15,7 @@ from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ChatRequest
 from farm.gateway.sessions import SessionInfo
+from farm.gateway.streaming import UpstreamStream
 from farm.gateway.upstream import UpstreamReply, client_error, error_message, parse_chat_reply
 from farm.models import BackendInfo
 
@@ -78,6 +79,35 @@ class Forwarder:
     ) -> ForwardResult:
         """`first_backend`: the session's backend when the caller acquired it already (overlapping that
         round trip with reading the session)."""
+        response, address, attempts, upstream_s = await self._send(session, request, first_backend, False)
+        try:
+            data = response.json()
+        except json.JSONDecodeError:
+            raise GatewayError(ErrorKind.upstream, f"backend {address} sent a non-JSON reply") from None
+        reply = parse_chat_reply(data, completion_id)
+        return ForwardResult(reply=reply, backend=address, upstream_s=upstream_s, attempts=attempts)
+
+    async def open_stream(
+        self, session: SessionInfo, request: ChatRequest, first_backend: BackendInfo | None = None
+    ) -> UpstreamStream:
+        """The backend's streamed reply, its status checked and its body not yet read (close it)."""
+        response, address, attempts, upstream_s = await self._send(session, request, first_backend, True)
+        return UpstreamStream(
+            response,
+            address,
+            attempts,
+            upstream_s,
+            on_close=lambda: self._in_background(self.backends.call_finished(address)),
+        )
+
+    async def _send(
+        self, session: SessionInfo, request: ChatRequest, first_backend: BackendInfo | None, stream: bool
+    ) -> tuple[httpx.Response, str, int, float]:
+        """The first backend answer below 400, failing over on transport errors and 5xx.
+
+        Returns (response, backend address, attempts, seconds spent upstream). A streamed response's body is
+        unread and its backend still counted in flight until the stream closes.
+        """
         last_problem = "no attempt made"
         upstream_s = 0.0
         for attempt in range(1, self.max_attempts + 1):
@@ -89,33 +119,45 @@ class Forwarder:
                 raise GatewayError(ErrorKind.unavailable, "no healthy inference backend is registered")
             address = backend.address.rstrip("/")
             body = self.upstream_body(session, request, await self._model_for(session, request, address))
+            if stream:
+                body["stream"] = True
+                body["stream_options"] = {"include_usage": True}
             # In-flight bookkeeping overlaps the call instead of adding Redis round trips to it.
             call_started = asyncio.ensure_future(self.backends.call_started(address))
             started = time.perf_counter()
+            in_flight = True
             try:
-                response = await self.http.post(f"{address}/chat/completions", json=body)
+                upstream = self.http.build_request("POST", f"{address}/chat/completions", json=body)
+                response = await self.http.send(upstream, stream=stream)
+                if stream and response.status_code >= 400:
+                    await response.aread()
+                    await response.aclose()
+                if not stream or response.status_code >= 400:
+                    in_flight = False
             except _RETRYABLE as exc:
+                in_flight = False
                 last_problem = f"{address}: {type(exc).__name__}: {exc}"
                 await self._fail_over(session, address)
                 continue
             except httpx.TimeoutException as exc:
+                in_flight = False
                 raise GatewayError(ErrorKind.timeout, f"backend {address} timed out: {exc}") from exc
             finally:
                 upstream_s += time.perf_counter() - started
                 await call_started
-                self._in_background(self.backends.call_finished(address))
+                if not in_flight:
+                    self._in_background(self.backends.call_finished(address))
             if response.status_code >= 500:
                 last_problem = f"{address}: HTTP {response.status_code}: {response.text[:500]}"
                 await self._fail_over(session, address)
                 continue
-            try:
-                data = response.json()
-            except json.JSONDecodeError:
-                raise GatewayError(ErrorKind.upstream, f"backend {address} sent a non-JSON reply") from None
             if response.status_code >= 400:
+                try:
+                    data: Any = response.json()
+                except json.JSONDecodeError:
+                    data = None
                 raise client_error(response.status_code, error_message(data, response.text[:500]))
-            reply = parse_chat_reply(data, completion_id)
-            return ForwardResult(reply=reply, backend=address, upstream_s=upstream_s, attempts=attempt)
+            return response, address, attempt, upstream_s
         raise GatewayError(
             ErrorKind.upstream, f"all {self.max_attempts} attempts failed; last: {last_problem}"
         )

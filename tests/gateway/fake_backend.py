@@ -13,11 +13,12 @@ import argparse
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
 
 IM_START, IM_END = 1, 2
 MODEL = "fake-policy"
@@ -94,6 +95,57 @@ def parse_output(text: str) -> tuple[str | None, str | None, list[dict[str, Any]
     return content, reasoning, calls
 
 
+def _pieces(reasoning: str | None, content: str | None) -> list[dict[str, str]]:
+    """Deltas as vLLM sends them: reasoning, then content in two parts."""
+    out = [{"reasoning": reasoning}] if reasoning else []
+    if content:
+        half = len(content) // 2
+        out += [{"content": part} for part in (content[:half], content[half:]) if part]
+    return out
+
+
+def _stream(
+    prompt_ids: list[int],
+    sampled: list[int],
+    logprobs: list[dict[str, Any]],
+    pieces: list[dict[str, str]],
+    calls: list[dict[str, Any]],
+    finish: str,
+    body: dict[str, Any],
+) -> Iterator[str]:
+    """vLLM's streamed chat reply with return_token_ids: one chunk per sampled token, calls at the end."""
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "model": MODEL}
+
+    def chunk(choice: dict[str, Any] | None, **extra: Any) -> str:
+        return f"data: {json.dumps({**head, 'choices': [choice] if choice else [], **extra})}\n\n"
+
+    first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+    yield chunk(first, prompt_token_ids=prompt_ids)
+    for i, token in enumerate(sampled):
+        delta = pieces[i] if i < len(pieces) else {}
+        last = i == len(sampled) - 1
+        if last:
+            for rest in pieces[i + 1 :]:
+                for key, text in rest.items():
+                    delta[key] = delta.get(key, "") + text
+            if calls:
+                delta["tool_calls"] = [{"index": n, **call} for n, call in enumerate(calls)]
+        yield chunk(
+            {
+                "index": 0,
+                "delta": delta,
+                "logprobs": {"content": [logprobs[i]]},
+                "token_ids": [token],
+                "finish_reason": finish if last else None,
+                "stop_reason": None,
+            }
+        )
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(sampled)}
+        yield chunk(None, usage={**usage, "total_tokens": len(prompt_ids) + len(sampled)})
+    yield "data: [DONE]\n\n"
+
+
 def create_app(fail_status: int | None = None) -> FastAPI:
     app = FastAPI()
 
@@ -112,7 +164,7 @@ def create_app(fail_status: int | None = None) -> FastAPI:
         return {"count": len(ids), "max_model_len": MAX_CONTEXT, "tokens": ids}
 
     @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> JSONResponse:
+    async def chat(request: Request) -> Response:
         if fail_status:
             return JSONResponse({"error": {"message": "backend broken on purpose"}}, status_code=fail_status)
         body = await request.json()
@@ -144,6 +196,12 @@ def create_app(fail_status: int | None = None) -> FastAPI:
             {"token": f"token_id:{t}", "logprob": -((i % 7) + 1) / 100, "top_logprobs": []}
             for i, t in enumerate(sampled)
         ]
+        if body.get("stream"):
+            pieces = _pieces(reasoning, content)
+            return StreamingResponse(
+                _stream(prompt_ids, sampled, logprobs, pieces, calls, finish, body),
+                media_type="text/event-stream",
+            )
         return JSONResponse(
             {
                 "id": f"chatcmpl-{uuid.uuid4().hex}",

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from farm.gateway.errors import ErrorKind, GatewayError
-from farm.gateway.normalized import ChatCompletion, ChatRequest, text_chunks
-from farm.gateway.providers.base import RequestError
+from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall, text_chunks
+from farm.gateway.providers.base import RequestError, synthesize
 from farm.gateway.sse import sse_event
 
 
@@ -214,42 +214,80 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     }
 
 
+class StreamEncoder:
+    """The message_* event sequence, block by block as the upstream produces text; tool_use blocks whole."""
+
+    def __init__(self, head: ChatCompletion, request: ChatRequest) -> None:
+        self.head = head
+        self.request = request
+        self.index = -1
+        self.open: str | None = None
+        """The kind of the content block currently open ("thinking", "text"), if any."""
+
+    def start(self) -> list[str]:
+        start = render_response(self.head, self.request)
+        start.update(content=[], stop_reason=None, stop_sequence=None, usage=_usage(self.head, 1))
+        return [
+            sse_event("message_start", {"type": "message_start", "message": start}),
+            sse_event("ping", {"type": "ping"}),
+        ]
+
+    def _close(self) -> list[str]:
+        if self.open is None:
+            return []
+        frames = []
+        if self.open == "thinking":
+            frames.append(self._delta({"type": "signature_delta", "signature": ""}))
+        self.open = None
+        return [*frames, sse_event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+
+    def _open(self, block: dict[str, Any]) -> list[str]:
+        frames = self._close()
+        self.index += 1
+        self.open = block["type"]
+        payload = {"type": "content_block_start", "index": self.index, "content_block": block}
+        return [*frames, sse_event("content_block_start", payload)]
+
+    def _delta(self, delta: dict[str, Any]) -> str:
+        payload = {"type": "content_block_delta", "index": self.index, "delta": delta}
+        return sse_event("content_block_delta", payload)
+
+    def text(self, kind: str, text: str) -> list[str]:
+        frames: list[str] = []
+        if kind == "reasoning":
+            if self.open != "thinking":
+                frames += self._open({"type": "thinking", "thinking": "", "signature": ""})
+            return [*frames, self._delta({"type": "thinking_delta", "thinking": text})]
+        if self.open != "text":
+            frames += self._open({"type": "text", "text": ""})
+        return [*frames, self._delta({"type": "text_delta", "text": text})]
+
+    def tool_call(self, call: ToolCall) -> list[str]:
+        frames = self._open({"type": "tool_use", "id": call.id, "name": call.name, "input": {}})
+        arguments = json.dumps(call.parsed_arguments(), ensure_ascii=False)
+        for piece in text_chunks(arguments, 256):
+            frames.append(self._delta({"type": "input_json_delta", "partial_json": piece}))
+        return frames + self._close_tool()
+
+    def _close_tool(self) -> list[str]:
+        self.open = None
+        return [sse_event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+
+    def finish(self, completion: ChatCompletion) -> list[str]:
+        delta = {"stop_reason": stop_reason(completion), "stop_sequence": completion.stop_sequence}
+        usage = _usage(completion, completion.usage.completion_tokens)
+        return [
+            *self._close(),
+            sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}),
+            sse_event("message_stop", {"type": "message_stop"}),
+        ]
+
+    def error(self, error: GatewayError) -> list[str]:
+        return [sse_event("error", render_error(error))]
+
+
 def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
-    start = render_response(completion, request)
-    start.update(content=[], stop_reason=None, stop_sequence=None, usage=_usage(completion, 1))
-    frames = [sse_event("message_start", {"type": "message_start", "message": start})]
-    frames.append(sse_event("ping", {"type": "ping"}))
-    for index, block in enumerate(_blocks(completion)):
-        kind = block["type"]
-        if kind == "thinking":
-            opening: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [{"type": "thinking_delta", "thinking": p} for p in text_chunks(block["thinking"])]
-            deltas.append({"type": "signature_delta", "signature": ""})
-        elif kind == "text":
-            opening = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": p} for p in text_chunks(block["text"])]
-        else:
-            opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            arguments = json.dumps(block["input"], ensure_ascii=False)
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in text_chunks(arguments, 256)]
-        frames.append(
-            sse_event(
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": opening},
-            )
-        )
-        for delta in deltas:
-            frames.append(
-                sse_event(
-                    "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
-                )
-            )
-        frames.append(sse_event("content_block_stop", {"type": "content_block_stop", "index": index}))
-    delta = {"stop_reason": stop_reason(completion), "stop_sequence": completion.stop_sequence}
-    usage = _usage(completion, completion.usage.completion_tokens)
-    frames.append(sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
-    frames.append(sse_event("message_stop", {"type": "message_stop"}))
-    return frames
+    return synthesize(StreamEncoder(completion, request), completion)
 
 
 _TYPES = {

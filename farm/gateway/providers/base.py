@@ -4,14 +4,40 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from farm.gateway.errors import GatewayError
-from farm.gateway.normalized import ChatCompletion, ChatRequest
+from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall, text_chunks
 
 
 class RequestError(ValueError):
     """The client's body cannot be translated (answered as the provider's invalid-request error)."""
+
+
+class StreamEncoder(Protocol):
+    """Provider SSE frames for one streamed turn, fed as the backend produces it.
+
+    `start` once, then `text` (kind "reasoning" or "content") and `tool_call` (each call whole) in order,
+    then `finish` with the assembled completion; or `error` if the backend fails after the stream began.
+    """
+
+    def start(self) -> list[str]: ...
+    def text(self, kind: str, text: str) -> list[str]: ...
+    def tool_call(self, call: ToolCall) -> list[str]: ...
+    def finish(self, completion: ChatCompletion) -> list[str]: ...
+    def error(self, error: GatewayError) -> list[str]: ...
+
+
+def synthesize(encoder: StreamEncoder, completion: ChatCompletion) -> list[str]:
+    """The whole stream of one finished completion (reasoning, then content, then calls)."""
+    frames = encoder.start()
+    for piece in text_chunks(completion.reasoning or ""):
+        frames += encoder.text("reasoning", piece)
+    for piece in text_chunks(completion.content or ""):
+        frames += encoder.text("content", piece)
+    for call in completion.tool_calls:
+        frames += encoder.tool_call(call)
+    return frames + encoder.finish(completion)
 
 
 @dataclass(frozen=True)
@@ -23,3 +49,5 @@ class Provider:
     render_stream: Callable[[ChatCompletion, ChatRequest], list[str]]
     """The full SSE byte stream, as text frames, synthesised from one finished completion."""
     render_error: Callable[[GatewayError], dict[str, Any]]
+    stream_encoder: Callable[[ChatCompletion, ChatRequest], StreamEncoder]
+    """(head: the completion's id, model, created and prompt usage so far, request) -> encoder."""

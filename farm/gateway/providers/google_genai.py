@@ -7,8 +7,8 @@ from collections import deque
 from typing import Any
 
 from farm.gateway.errors import ErrorKind, GatewayError
-from farm.gateway.normalized import ChatCompletion, ChatRequest, text_chunks
-from farm.gateway.providers.base import RequestError
+from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
+from farm.gateway.providers.base import RequestError, synthesize
 from farm.gateway.sse import sse_data
 
 
@@ -216,21 +216,53 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     return _envelope(completion, request, _parts(completion), final=True)
 
 
-def stream_chunks(completion: ChatCompletion, request: ChatRequest) -> list[dict[str, Any]]:
-    """Partial GenerateContentResponses: text and thoughts in pieces, each call whole, finish on the last."""
-    pieces: list[dict[str, Any]] = []
-    for part in _parts(completion):
-        if "text" in part:
-            pieces += [{**part, "text": t} for t in text_chunks(part["text"])]
-        else:
-            pieces.append(part)
-    if not pieces:
-        return [_envelope(completion, request, [], final=True)]
-    return [_envelope(completion, request, [p], final=i == len(pieces) - 1) for i, p in enumerate(pieces)]
+class StreamEncoder:
+    """Partial GenerateContentResponses: a chunk per text piece as it arrives; function calls are held until
+    the end so the last one carries finishReason (no empty trailing chunk needed for a call turn).
+
+    `sse=False` frames the chunks as one JSON array (streamGenerateContent without `alt=sse`).
+    """
+
+    def __init__(self, head: ChatCompletion, request: ChatRequest, sse: bool = True) -> None:
+        self.head = head
+        self.request = request
+        self.sse = sse
+        self.calls: list[dict[str, Any]] = []
+        self.sent = 0
+
+    def _frame(self, chunk: dict[str, Any]) -> str:
+        if self.sse:
+            return sse_data(chunk)
+        self.sent += 1
+        return ("[" if self.sent == 1 else ",") + json.dumps(chunk, separators=(",", ":"))
+
+    def start(self) -> list[str]:
+        return []
+
+    def text(self, kind: str, text: str) -> list[str]:
+        part: dict[str, Any] = {"text": text, "thought": True} if kind == "reasoning" else {"text": text}
+        return [self._frame(_envelope(self.head, self.request, [part], final=False))]
+
+    def tool_call(self, call: ToolCall) -> list[str]:
+        self.calls.append(
+            {"functionCall": {"id": call.id, "name": call.name, "args": call.parsed_arguments()}}
+        )
+        return []
+
+    def finish(self, completion: ChatCompletion) -> list[str]:
+        last = [self.calls.pop()] if self.calls else [{"text": ""}]
+        frames = [self._frame(_envelope(completion, self.request, [c], final=False)) for c in self.calls]
+        frames.append(self._frame(_envelope(completion, self.request, last, final=True)))
+        return frames if self.sse else [*frames, "]"]
+
+    def error(self, error: GatewayError) -> list[str]:
+        if self.sse:
+            return [sse_data(render_error(error))]
+        return [("[" if self.sent == 0 else ",") + json.dumps(render_error(error)) + "]"]
 
 
 def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
-    return [sse_data(chunk) for chunk in stream_chunks(completion, request)]
+    return synthesize(StreamEncoder(completion, request), completion)
 
 
 _STATUS = {

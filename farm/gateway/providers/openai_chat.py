@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from farm.gateway.errors import ErrorKind, GatewayError
-from farm.gateway.normalized import SAMPLING_KEYS, ChatCompletion, ChatRequest, text_chunks
-from farm.gateway.providers.base import RequestError
+from farm.gateway.normalized import SAMPLING_KEYS, ChatCompletion, ChatRequest, ToolCall, text_chunks
+from farm.gateway.providers.base import RequestError, synthesize
 from farm.gateway.sse import sse_data
 
 _ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
@@ -78,37 +78,50 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     }
 
 
-def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
-    head = {
-        "id": completion.id,
-        "object": "chat.completion.chunk",
-        "created": completion.created,
-        "model": request.model or completion.model,
-    }
+class StreamEncoder:
+    """Chat chunks as the upstream produces them: deltas pass through, each tool call goes out whole."""
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return sse_data(
-            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
-        )
-
-    frames = [chunk({"role": "assistant", "content": ""})]
-    frames += [chunk({"reasoning_content": piece}) for piece in text_chunks(completion.reasoning or "")]
-    frames += [chunk({"content": piece}) for piece in text_chunks(completion.content or "")]
-    for index, call in enumerate(completion.tool_calls):
-        opening = {
-            "index": index,
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
+    def __init__(self, head: ChatCompletion, request: ChatRequest) -> None:
+        self.head = {
+            "id": head.id,
+            "object": "chat.completion.chunk",
+            "created": head.created,
+            "model": request.model or head.model,
         }
-        frames.append(chunk({"tool_calls": [opening]}))
+        self.request = request
+        self.calls = 0
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return sse_data({**self.head, "choices": [choice]})
+
+    def start(self) -> list[str]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def text(self, kind: str, text: str) -> list[str]:
+        return [self._chunk({"reasoning_content" if kind == "reasoning" else "content": text})]
+
+    def tool_call(self, call: ToolCall) -> list[str]:
+        index, self.calls = self.calls, self.calls + 1
+        opening = {"index": index, "id": call.id, "type": "function"}
+        opening["function"] = {"name": call.name, "arguments": ""}
+        frames = [self._chunk({"tool_calls": [opening]})]
         for piece in text_chunks(call.arguments, 256):
-            frames.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
-    frames.append(chunk({}, completion.finish_reason))
-    if request.include_usage:
-        frames.append(sse_data({**head, "choices": [], "usage": _usage(completion)}))
-    frames.append(sse_data("[DONE]"))
-    return frames
+            frames.append(self._chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        return frames
+
+    def finish(self, completion: ChatCompletion) -> list[str]:
+        frames = [self._chunk({}, completion.finish_reason)]
+        if self.request.include_usage:
+            frames.append(sse_data({**self.head, "choices": [], "usage": _usage(completion)}))
+        return [*frames, sse_data("[DONE]")]
+
+    def error(self, error: GatewayError) -> list[str]:
+        return [sse_data(render_error(error))]
+
+
+def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
+    return synthesize(StreamEncoder(completion, request), completion)
 
 
 _TYPES = {

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from farm.gateway.errors import GatewayError
-from farm.gateway.normalized import ChatCompletion, ChatRequest, text_chunks
+from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall, text_chunks
 from farm.gateway.providers import openai_chat
-from farm.gateway.providers.base import RequestError
+from farm.gateway.providers.base import RequestError, synthesize
 from farm.gateway.sse import sse_event
 
 _CUSTOM_PARAMETERS = {
@@ -180,29 +180,7 @@ def _output_items(completion: ChatCompletion, request: ChatRequest) -> list[dict
             }
         )
     for index, call in enumerate(completion.tool_calls):
-        if call.name in request.custom_tools:
-            raw = call.parsed_arguments().get("input")
-            items.append(
-                {
-                    "id": f"ctc_{completion.id}_{index}",
-                    "type": "custom_tool_call",
-                    "call_id": call.id,
-                    "name": call.name,
-                    "input": raw if isinstance(raw, str) else call.arguments,
-                    "status": "completed",
-                }
-            )
-        else:
-            items.append(
-                {
-                    "id": f"fc_{completion.id}_{index}",
-                    "type": "function_call",
-                    "call_id": call.id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                    "status": "completed",
-                }
-            )
+        items.append(_call_item(completion.id, index, call, request))
     return items
 
 
@@ -246,128 +224,236 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     return _response(completion, request, _status(completion), _output_items(completion, request))
 
 
-def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
-    frames: list[str] = []
+def _call_item(completion_id: str, index: int, call: ToolCall, request: ChatRequest) -> dict[str, Any]:
+    if call.name in request.custom_tools:
+        raw = call.parsed_arguments().get("input")
+        return {
+            "id": f"ctc_{completion_id}_{index}",
+            "type": "custom_tool_call",
+            "call_id": call.id,
+            "name": call.name,
+            "input": raw if isinstance(raw, str) else call.arguments,
+            "status": "completed",
+        }
+    return {
+        "id": f"fc_{completion_id}_{index}",
+        "type": "function_call",
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "status": "completed",
+    }
 
-    def emit(kind: str, **payload: Any) -> None:
-        frames.append(sse_event(kind, {"type": kind, "sequence_number": len(frames), **payload}))
 
-    pending = _response(completion, request, "in_progress", [])
-    pending["usage"] = None
-    emit("response.created", response=pending)
-    emit("response.in_progress", response=pending)
-    items = _output_items(completion, request)
-    for index, item in enumerate(items):
-        item_id = item["id"]
-        kind = item["type"]
-        if kind == "message":
-            text = item["content"][0]["text"]
-            emit(
-                "response.output_item.added",
-                output_index=index,
-                item={**item, "status": "in_progress", "content": []},
-            )
-            empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            emit(
-                "response.content_part.added",
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                part=empty,
-            )
-            for piece in text_chunks(text):
-                emit(
-                    "response.output_text.delta",
+class StreamEncoder:
+    """The response.* event sequence: reasoning and message items grow as text arrives; calls go whole."""
+
+    def __init__(self, head: ChatCompletion, request: ChatRequest) -> None:
+        self.head = head
+        self.request = request
+        self.sequence = 0
+        self.items: list[dict[str, Any]] = []
+        self.open: dict[str, Any] | None = None
+        self.calls = 0
+
+    def _emit(self, kind: str, **payload: Any) -> str:
+        frame = sse_event(kind, {"type": kind, "sequence_number": self.sequence, **payload})
+        self.sequence += 1
+        return frame
+
+    def start(self) -> list[str]:
+        pending = _response(self.head, self.request, "in_progress", [])
+        pending["usage"] = None
+        return [
+            self._emit("response.created", response=pending),
+            self._emit("response.in_progress", response=pending),
+        ]
+
+    def _close(self) -> list[str]:
+        item, self.open = self.open, None
+        if item is None:
+            return []
+        index, item_id = len(self.items) - 1, item["id"]
+        if item["type"] == "message":
+            part = item["content"][0]
+            text = part["text"]
+            frames = [
+                self._emit(
+                    "response.output_text.done",
                     item_id=item_id,
                     output_index=index,
                     content_index=0,
-                    delta=piece,
+                    text=text,
                     logprobs=[],
-                )
-            emit(
-                "response.output_text.done",
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                text=text,
-                logprobs=[],
-            )
-            part = item["content"][0]
-            emit(
-                "response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part
-            )
-        elif kind == "reasoning":
-            text = item["summary"][0]["text"]
-            emit("response.output_item.added", output_index=index, item={**item, "summary": []})
-            empty = {"type": "summary_text", "text": ""}
-            emit(
-                "response.reasoning_summary_part.added",
-                item_id=item_id,
-                output_index=index,
-                summary_index=0,
-                part=empty,
-            )
-            for piece in text_chunks(text):
-                emit(
-                    "response.reasoning_summary_text.delta",
+                ),
+                self._emit(
+                    "response.content_part.done",
+                    item_id=item_id,
+                    output_index=index,
+                    content_index=0,
+                    part=part,
+                ),
+            ]
+        else:
+            part = item["summary"][0]
+            frames = [
+                self._emit(
+                    "response.reasoning_summary_text.done",
                     item_id=item_id,
                     output_index=index,
                     summary_index=0,
-                    delta=piece,
+                    text=part["text"],
+                ),
+                self._emit(
+                    "response.reasoning_summary_part.done",
+                    item_id=item_id,
+                    output_index=index,
+                    summary_index=0,
+                    part=part,
+                ),
+            ]
+        return [*frames, self._emit("response.output_item.done", output_index=index, item=item)]
+
+    def _open(self, kind: str) -> list[str]:
+        frames = self._close()
+        index = len(self.items)
+        suffix = f"_{index}" if any(i["type"] == kind for i in self.items) else ""
+        if kind == "message":
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            item: dict[str, Any] = {
+                "id": f"msg_{self.head.id}{suffix}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [part],
+            }
+            shown = {**item, "status": "in_progress", "content": []}
+            frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
+            frames.append(
+                self._emit(
+                    "response.content_part.added",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    part=dict(part),
                 )
-            emit(
-                "response.reasoning_summary_text.done",
-                item_id=item_id,
-                output_index=index,
-                summary_index=0,
-                text=text,
             )
-            part = item["summary"][0]
-            emit(
-                "response.reasoning_summary_part.done",
-                item_id=item_id,
-                output_index=index,
-                summary_index=0,
-                part=part,
+        else:
+            item = {
+                "id": f"rs_{self.head.id}{suffix}",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": ""}],
+            }
+            frames.append(
+                self._emit("response.output_item.added", output_index=index, item={**item, "summary": []})
             )
-        elif kind == "function_call":
-            emit(
-                "response.output_item.added",
-                output_index=index,
-                item={**item, "arguments": "", "status": "in_progress"},
+            frames.append(
+                self._emit(
+                    "response.reasoning_summary_part.added",
+                    item_id=item["id"],
+                    output_index=index,
+                    summary_index=0,
+                    part={"type": "summary_text", "text": ""},
+                )
             )
+        self.items.append(item)
+        self.open = item
+        return frames
+
+    def text(self, kind: str, text: str) -> list[str]:
+        wanted = "reasoning" if kind == "reasoning" else "message"
+        frames = [] if self.open is not None and self.open["type"] == wanted else self._open(wanted)
+        item = self.items[-1]
+        index = len(self.items) - 1
+        if wanted == "message":
+            item["content"][0]["text"] += text
+            frames.append(
+                self._emit(
+                    "response.output_text.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    delta=text,
+                    logprobs=[],
+                )
+            )
+        else:
+            item["summary"][0]["text"] += text
+            frames.append(
+                self._emit(
+                    "response.reasoning_summary_text.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    summary_index=0,
+                    delta=text,
+                )
+            )
+        return frames
+
+    def tool_call(self, call: ToolCall) -> list[str]:
+        frames = self._close()
+        item = _call_item(self.head.id, self.calls, call, self.request)
+        self.calls += 1
+        index = len(self.items)
+        self.items.append(item)
+        item_id = item["id"]
+        if item["type"] == "function_call":
+            shown = {**item, "arguments": "", "status": "in_progress"}
+            frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
             for piece in text_chunks(item["arguments"], 256):
-                emit(
-                    "response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=piece
+                frames.append(
+                    self._emit(
+                        "response.function_call_arguments.delta",
+                        item_id=item_id,
+                        output_index=index,
+                        delta=piece,
+                    )
                 )
-            emit(
-                "response.function_call_arguments.done",
-                item_id=item_id,
-                output_index=index,
-                name=item["name"],
-                arguments=item["arguments"],
+            frames.append(
+                self._emit(
+                    "response.function_call_arguments.done",
+                    item_id=item_id,
+                    output_index=index,
+                    name=item["name"],
+                    arguments=item["arguments"],
+                )
             )
-        else:  # custom_tool_call
-            emit(
-                "response.output_item.added",
-                output_index=index,
-                item={**item, "input": "", "status": "in_progress"},
-            )
+        else:
+            shown = {**item, "input": "", "status": "in_progress"}
+            frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
             for piece in text_chunks(item["input"], 256):
-                emit(
-                    "response.custom_tool_call_input.delta", item_id=item_id, output_index=index, delta=piece
+                frames.append(
+                    self._emit(
+                        "response.custom_tool_call_input.delta",
+                        item_id=item_id,
+                        output_index=index,
+                        delta=piece,
+                    )
                 )
-            emit(
-                "response.custom_tool_call_input.done",
-                item_id=item_id,
-                output_index=index,
-                input=item["input"],
+            frames.append(
+                self._emit(
+                    "response.custom_tool_call_input.done",
+                    item_id=item_id,
+                    output_index=index,
+                    input=item["input"],
+                )
             )
-        emit("response.output_item.done", output_index=index, item=item)
-    status = _status(completion)
-    final = _response(completion, request, status, items)
-    emit("response.incomplete" if status == "incomplete" else "response.completed", response=final)
-    return frames
+        return [*frames, self._emit("response.output_item.done", output_index=index, item=item)]
+
+    def finish(self, completion: ChatCompletion) -> list[str]:
+        frames = self._close()
+        status = _status(completion)
+        final = _response(completion, self.request, status, self.items)
+        kind = "response.incomplete" if status == "incomplete" else "response.completed"
+        return [*frames, self._emit(kind, response=final)]
+
+    def error(self, error: GatewayError) -> list[str]:
+        body = render_error(error)["error"]
+        return [self._emit("error", code=body["code"], message=body["message"], param=body["param"])]
+
+
+def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
+    return synthesize(StreamEncoder(completion, request), completion)
 
 
 def render_error(error: GatewayError) -> dict[str, Any]:

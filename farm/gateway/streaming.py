@@ -1,0 +1,185 @@
+"""A backend's streamed chat reply (vLLM dialect), folded chunk by chunk into text events and token capture.
+
+Text and reasoning deltas are handed on as they arrive; a tool call is handed on whole once the backend
+moves past it (a later call starts, or the stream ends). At the end the chunks are assembled into the same
+shape as a non-streaming reply, so token capture is checked by the one parser (`parse_chat_reply`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.normalized import ToolCall
+from farm.gateway.upstream import UpstreamReply, parse_chat_reply
+
+TextEvent = tuple[str, str]
+"""("reasoning" | "content", text)."""
+StreamEvent = TextEvent | ToolCall
+
+
+@dataclass
+class StreamAssembler:
+    """Accumulates one streamed choice."""
+
+    model: str = ""
+    prompt_ids: list[int] = field(default_factory=list)
+    response_ids: list[int] = field(default_factory=list)
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    handed_on: int = 0
+    """Calls (in index order) already handed on."""
+    finish_reason: str | None = None
+    stop_reason: Any = None
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        self.model = self.model or str(chunk.get("model") or "")
+        if chunk.get("prompt_token_ids"):
+            self.prompt_ids = [int(t) for t in chunk["prompt_token_ids"]]
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        events: list[StreamEvent] = []
+        for choice in chunk.get("choices") or []:
+            if choice.get("prompt_token_ids"):
+                self.prompt_ids = [int(t) for t in choice["prompt_token_ids"]]
+            self.response_ids.extend(int(t) for t in choice.get("token_ids") or [])
+            self.logprobs.extend((choice.get("logprobs") or {}).get("content") or [])
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+            if reasoning:
+                self.reasoning.append(reasoning)
+                events.append(("reasoning", reasoning))
+            if delta.get("content"):
+                self.content.append(delta["content"])
+                events.append(("content", delta["content"]))
+            for call in delta.get("tool_calls") or []:
+                events += self._call_delta(call)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+                self.stop_reason = choice.get("stop_reason")
+        return events
+
+    def _call_delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
+        index = int(delta.get("index") or 0)
+        call = self.calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
+        function = delta.get("function") or {}
+        call["id"] = call["id"] or delta.get("id")
+        call["name"] += function.get("name") or ""
+        call["arguments"] += function.get("arguments") or ""
+        return self._hand_on(below=index)
+
+    def _hand_on(self, below: int | None = None) -> list[StreamEvent]:
+        ready: list[StreamEvent] = []
+        for index in sorted(self.calls):
+            if index < self.handed_on or (below is not None and index >= below):
+                continue
+            call = self.calls[index]
+            call["id"] = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
+            ready.append(ToolCall(id=call["id"], name=call["name"], arguments=call["arguments"]))
+            self.handed_on = index + 1
+        return ready
+
+    def flush(self) -> list[StreamEvent]:
+        """The calls not handed on yet (the stream has ended)."""
+        return self._hand_on()
+
+    def reply(self, completion_id: str) -> UpstreamReply:
+        calls = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(self.calls.items())
+        ]
+        message = {
+            "role": "assistant",
+            "content": "".join(self.content) or None,
+            "reasoning": "".join(self.reasoning) or None,
+            "tool_calls": calls,
+        }
+        choice = {
+            "message": message,
+            "logprobs": {"content": self.logprobs},
+            "token_ids": self.response_ids,
+            "finish_reason": self.finish_reason,
+            "stop_reason": self.stop_reason,
+        }
+        data = {"model": self.model, "prompt_token_ids": self.prompt_ids, "choices": [choice]}
+        data["usage"] = self.usage
+        return parse_chat_reply(data, completion_id)
+
+
+class UpstreamStream:
+    """An open streamed backend response (status already checked); iterate `events()`, then `reply()`."""
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        address: str,
+        attempts: int,
+        upstream_s: float,
+        on_close: Callable[[], None],
+    ) -> None:
+        self.response = response
+        self.address = address
+        self.attempts = attempts
+        self.upstream_s = upstream_s
+        self.assembler = StreamAssembler()
+        self._lines = response.aiter_lines()
+        self._on_close = on_close
+        self._closed = False
+        self._started = time.perf_counter()
+        self.done = False
+
+    async def next_chunk(self) -> dict[str, Any] | None:
+        """The next JSON chunk, or None at `[DONE]` / the end of the body."""
+        async for line in self._lines:
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                self.done = True
+                return None
+            try:
+                chunk = json.loads(data)
+            except json.JSONDecodeError:
+                raise GatewayError(
+                    ErrorKind.upstream, f"backend {self.address} sent a non-JSON chunk"
+                ) from None
+            if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+                error = chunk["error"]
+                message = error.get("message") if isinstance(error, dict) else str(error)
+                raise GatewayError(ErrorKind.upstream, f"backend {self.address} failed mid-stream: {message}")
+            return chunk
+        self.done = True
+        return None
+
+    async def events(self) -> AsyncIterator[list[StreamEvent]]:
+        """Per backend chunk, the events it carries (often none); the held calls come last."""
+        while (chunk := await self.next_chunk()) is not None:
+            yield self.assembler.feed(chunk)
+        if self.assembler.finish_reason is None:
+            raise GatewayError(
+                ErrorKind.upstream, f"backend {self.address} ended the stream without finishing"
+            )
+        yield self.assembler.flush()
+
+    def reply(self, completion_id: str) -> UpstreamReply:
+        return self.assembler.reply(completion_id)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.upstream_s += time.perf_counter() - self._started
+        try:
+            await self.response.aclose()
+        finally:
+            self._on_close()
