@@ -27,7 +27,7 @@ local function drop_ready(job_key, job_id)
 end
 """
 
-# KEYS: job, active, by_state, init queue list
+# KEYS: job, active, by_state, init queue list, jobs index
 # ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url, init message
 # The job and its init message exist together or not at all (farm/jobs/messages.py).
 CREATE = """
@@ -40,8 +40,8 @@ redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'queued', 1)
 redis.call('LPUSH', KEYS[4], ARGV[8])
 -- newest-first index the viewer pages through (farm/ui); entries past the result TTL are pruned here
-redis.call('ZADD', 'farm:jobs:index', ARGV[4], ARGV[1])
-redis.call('ZREMRANGEBYSCORE', 'farm:jobs:index', 0, tonumber(ARGV[4]) - tonumber(ARGV[5]))
+redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[5], 0, tonumber(ARGV[4]) - tonumber(ARGV[5]))
 return 1
 """
 

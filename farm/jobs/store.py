@@ -137,7 +137,7 @@ def _create_args(spec: JobSpec, task_ids: dict[str, str], ttl_s: int, init: Queu
 
 
 def _create_keys(job_id: str, init: QueuedMessage) -> list[str]:
-    return [keys.job(job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE, init.key]
+    return [keys.job(job_id), keys.ACTIVE_JOBS, keys.JOBS_BY_STATE, init.key, keys.JOBS_INDEX]
 
 
 def _finalize_keys(job_id: str) -> list[str]:
