@@ -180,7 +180,7 @@ def count_commands(store: JobStore) -> None:
                 assert end(store, job_id, stage, token)
     stats = store.r.info("commandstats")
     calls = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info"))
-    assert calls / 10 <= 62, stats  # 60.8 measured (116 before the scripts read and wrote once)
+    assert calls / 10 <= 64, stats  # 62.8 measured (116 before the scripts read and wrote once)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

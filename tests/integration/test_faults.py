@@ -74,7 +74,7 @@ def worker_holding(farm: LocalFarm, job_id: str, timeout_s: float = 10) -> str:
     while time.monotonic() < deadline:
         owner = job_fields(farm, job_id).get("lease_owner")
         if owner:
-            label = owner.split("@")[0].rsplit("-", 1)[0]  # "run-1-<tag>@host" -> "run-1"
+            label = owner.split("@")[0].rsplit("-", 2)[0]  # "run-1-<farm id>-<port>@host" -> "run-1"
             return f"worker-{label}"
         time.sleep(0.02)
     raise AssertionError(f"no worker took {job_id}")

@@ -25,7 +25,7 @@ def test_mask_url_hides_the_password_only() -> None:
 @given(secrets)
 def test_a_password_never_shows_and_never_changes_the_farm(password: str) -> None:
     url = f"redis://:{password}@10.0.0.5:6379/3"
-    assert password not in mask_url(url).replace("10.0.0.5:6379/3", "").replace("redis://", "")
+    assert mask_url(url) == "redis://:***@10.0.0.5:6379/3"
     assert farm_id(url) == farm_id("redis://:other@10.0.0.5:6379/3")
 
 
