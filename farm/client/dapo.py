@@ -9,6 +9,13 @@ Seeds 000 §3.4 and 002 (Feature 3): instead of request-a-batch / filter / repea
    cancelling carried work that became more than `max_staleness` policy versions old.
 With `filter_zero_variance=False` the same consumer yields plain GRPO batches.
 
+The dataloader is any iterable of instances, or of batches of them (lists, as a torch DataLoader
+with `collate_fn=list` yields): an instance is a dict exactly as `POST /process` takes it, with
+`handler` and that handler's fields (`{"handler": "math", "question": ..., "answer": ...}`). Each
+instance becomes one group of `n` jobs, drawn in order, lazily (only as groups are needed). Every job's
+metadata carries `group_id`, `prompt_index` (the instance's position in the dataloader), `sample`,
+`attempt` and, when given, `policy_version`; results and traces carry it back.
+
 ```python
 with DapoConsumer("http://127.0.0.1:8000", loader, DapoConfig(n=8, concurrency=64)) as dapo:
     for step in range(steps):
