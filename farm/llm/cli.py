@@ -23,7 +23,7 @@ def llm() -> None:
 @click.option("--prefill-latency-ms", type=float, default=0.0, show_default=True)
 @click.option("--latency-sigma", type=click.FloatRange(0, 4), default=0.0, show_default=True,
               help="Long tail: log-normal spread (mean 1) of each request's simulated latency.")  # fmt: skip
-@click.option("--max-model-len", type=int, default=8192, show_default=True)
+@click.option("--max-model-len", type=int, default=131072, show_default=True)
 @click.option("--scripts", "scripts", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Script JSONL file for the scripted policy (repeatable).")  # fmt: skip
 @click.option("--no-handler-scripts", is_flag=True, help="Do not load handlers/*/scripts/*.jsonl.")

@@ -21,7 +21,8 @@ class ServerConfig(BaseModel):
     """Long tail: each request's simulated latency is scaled by a log-normal factor with this sigma and
     mean 1 (so throughput is unchanged on average, only the spread grows). Drawn from the request's
     seed, so a rerun with the same seeds sees the same stragglers. 0 = every request alike."""
-    max_model_len: int = Field(8192, ge=16)
+    max_model_len: int = Field(131072, ge=16)
+    """Real harnesses send 8k-28k tokens of system prompt and tool schemas in their first request."""
     scripts: list[str] = Field(default_factory=list)
     """Extra script files (JSONL) for the scripted policy."""
     handler_scripts: bool = True

@@ -163,3 +163,16 @@ def test_shipped_math_scripts_branch_into_right_and_wrong_answers(tokenizer: Cha
                 messages.append(message)
         answers[accuracy] = messages[-1]["content"]
     assert "\\boxed{" in answers[1.0] and answers[1.0] != answers[0.0]
+
+
+def test_a_script_matches_any_user_message_and_only_when_its_tools_are_offered() -> None:
+    generic = Script.model_validate({"match": "fix the bug", "steps": [{"say": "generic"}]})
+    for_bash = Script.model_validate(
+        {"match": "fix the bug", "tools": ["Bash"], "steps": [{"say": "claude"}]}
+    )
+    book = ScriptBook([generic, for_bash])
+    # codex puts its own context first and the instruction in a later user message
+    conversation = ["<environment_context>cwd=/work</environment_context>", "Please fix the bug in calc.py"]
+    assert book.find(conversation, ["Bash", "Read"]) is for_bash
+    assert book.find(conversation, ["shell"]) is generic
+    assert book.find(["nothing relevant"], ["Bash"]) is None

@@ -66,7 +66,8 @@ class ScriptedPolicy:
     def next_turn(self, conversation: ParsedConversation, seed: int | None) -> Turn:
         messages = conversation.messages
         question = _first_user_text(messages)
-        script = self.scripts.find(question)
+        offered = [str(tool.get("function", tool).get("name", "")) for tool in conversation.tools]
+        script = self.scripts.find(_user_texts(messages), offered)
         if script is None:
             return self._generic(messages, question, seed)
         return self._scripted(script, messages, question, seed)
@@ -153,6 +154,10 @@ def _say(text: str) -> dict[str, Any]:
 
 def _first_user_text(messages: list[dict[str, Any]]) -> str:
     return next((str(m["content"]) for m in messages if m["role"] == "user"), "")
+
+
+def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m["content"]) for m in messages if m["role"] == "user"]
 
 
 def find_arithmetic(text: str) -> str | None:

@@ -1,4 +1,7 @@
-"""Scripts for the scripted policy: JSONL entries keyed by a substring of the first user message.
+"""Scripts for the scripted policy: JSONL entries keyed by a substring of a user message (harnesses put
+the instruction in different turns: pi in the first, codex after its own context message), optionally
+restricted to conversations that offer certain tools (`"tools": ["Bash"]`), so one task can carry a
+script per harness, each in that harness's own tool names.
 
     {"match": "What is 12 * 7", "steps": [{"tool": "python", "arguments": {"code": "print(12 * 7)"}},
                                           {"say": "The answer is \\boxed{ {{- tool_output -}} }."}],
@@ -45,6 +48,8 @@ class Step(BaseModel):
 
 class Script(BaseModel):
     match: str = Field(min_length=1)
+    tools: list[str] = Field(default_factory=list)
+    """Tool names the conversation must offer for this script to apply (empty: any conversation)."""
     steps: list[Step] = Field(min_length=1)
     wrong_steps: list[Step] = Field(default_factory=list)
     """The failure path; empty means the script always succeeds."""
@@ -100,13 +105,18 @@ def handler_script_paths() -> list[Path]:
 
 
 class ScriptBook:
-    """Finds the script for a question: the one with the longest matching substring wins."""
+    """Finds the script for a conversation: among scripts whose `match` occurs in one of the user
+    messages and whose tools are all offered, the longest match wins, then the most specific tools."""
 
     def __init__(self, scripts: Iterable[Script]) -> None:
-        self.scripts = sorted(scripts, key=lambda s: len(s.match), reverse=True)
+        self.scripts = sorted(scripts, key=lambda s: (len(s.match), len(s.tools)), reverse=True)
 
-    def find(self, question: str) -> Script | None:
-        return next((s for s in self.scripts if s.match in question), None)
+    def find(self, user_texts: str | Iterable[str], offered_tools: Iterable[str] = ()) -> Script | None:
+        texts = [user_texts] if isinstance(user_texts, str) else list(user_texts)
+        offered = set(offered_tools)
+        return next(
+            (s for s in self.scripts if set(s.tools) <= offered and any(s.match in t for t in texts)), None
+        )
 
     def __len__(self) -> int:
         return len(self.scripts)
