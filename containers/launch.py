@@ -67,9 +67,10 @@ def server_command(
 
 
 def sandbox_env(
-    spec: SandboxSpec, sandbox_id: str, *, host_root: bool, loopback_ip: str | None
+    spec: SandboxSpec, sandbox_id: str, *, host_root: bool, loopback_ip: str | None = None
 ) -> dict[str, str]:
-    """The whole environment inside a sandbox: a clean base plus the spec's variables."""
+    """The whole environment inside a sandbox: a clean base plus the spec's variables. The local runtime
+    spawns its launcher with exactly this environment (bwrap's in-namespace init keeps its own)."""
     path = BASE_PATH
     if host_root:
         path = f"{os.path.dirname(sys.executable)}:{path}"

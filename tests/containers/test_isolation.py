@@ -38,17 +38,33 @@ def test_no_network_when_off(sandbox: Sandbox, host_listener: int) -> None:
     assert [line.split(":")[0].strip() for line in links.splitlines()[2:]] == ["lo"]
 
 
-def test_network_on_request_with_a_private_loopback_address(
+@pytest.mark.skipif(shutil.which("pasta") is None, reason="pasta (Debian passt) is not installed")
+def test_network_on_request_is_userspace_networking_without_the_host_loopback(
     runtime: LocalRuntime, host_listener: int
 ) -> None:
-    with runtime.start(SandboxSpec(network=True)) as sandbox:
-        assert sandbox.exec(CONNECT.format(host="127.0.0.1", port=host_listener)).stdout == "connected\n"
-        ip = sandbox.loopback_ip
-        assert ip and ip.startswith("127.") and not ip.startswith("127.0.")
-        assert sandbox.exec("echo $FARM_LOOPBACK_IP").stdout == f"{ip}\n"
-        assert sandbox.info.tcp_address and sandbox.info.tcp_address.startswith(ip)
-        assert ip in runtime.loopback.leases()
-    assert ip not in runtime.loopback.leases()
+    second = socket.socket()
+    second.bind(("127.0.0.1", 0))
+    second.listen()
+    granted = second.getsockname()[1]
+    try:
+        spec = SandboxSpec(network=True, host_ports=[granted])
+        with runtime.start(spec) as sandbox:
+            refused = sandbox.exec(CONNECT.format(host="127.0.0.1", port=host_listener))
+            assert "connected" not in refused.stdout and refused.exit_code != 0
+            assert sandbox.exec(CONNECT.format(host="127.0.0.1", port=granted)).stdout == "connected\n"
+            links = sandbox.exec("cat /proc/net/dev").stdout
+            assert len(links.splitlines()[2:]) == 2  # lo and pasta's tap
+            assert sandbox.info.tcp_address is None and sandbox.info.net_pid
+            net = (sandbox.info.net_pid, sandbox.info.net_start)
+        assert not os.path.exists(f"/proc/{net[0]}") or _start(net[0]) != net[1]
+    finally:
+        second.close()
+
+
+def _start(pid: int) -> int | None:
+    from containers.procs import start_ticks
+
+    return start_ticks(pid)
 
 
 def test_cannot_write_outside_the_workspace(sandbox: Sandbox, tmp_path: Path) -> None:

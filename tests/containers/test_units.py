@@ -96,9 +96,7 @@ def _layout(**overrides: object) -> BwrapLayout:
         workdir="/workspace",
         control_dir="/srv/sb/control",
         control_target="/run/farm",
-        network=False,
         hostname="sandbox-x",
-        env={"PATH": "/usr/bin"},
         hide=["/srv/sb"],
         info_fd=5,
     )
@@ -108,7 +106,7 @@ def _layout(**overrides: object) -> BwrapLayout:
 def test_bwrap_argv_isolates_by_default() -> None:
     argv = build_argv("/usr/bin/bwrap", _layout(), ["server"])
     assert argv[:6] == ["/usr/bin/bwrap", "--unshare-all", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-    assert "--share-net" not in argv and "--die-with-parent" in argv
+    assert "--share-net" not in argv and "--die-with-parent" in argv and "--setenv" not in argv
     joined = " ".join(argv)
     assert "--ro-bind /usr /usr" in joined and "--symlink usr/bin /bin" in joined
     assert "--bind /srv/sb/ws /workspace" in joined and "--bind /srv/sb/control /run/farm" in joined
@@ -118,9 +116,17 @@ def test_bwrap_argv_isolates_by_default() -> None:
     assert argv[-2:] == ["--", "server"] and "--info-fd 5" in joined
 
 
-def test_bwrap_argv_network_and_detached() -> None:
-    argv = build_argv("bwrap", _layout(network=True, die_with_parent=False), ["server"])
-    assert "--share-net" in argv and "--die-with-parent" not in argv and "--hostname" not in argv
+def test_bwrap_argv_detached_unprivileged_and_staged() -> None:
+    layout = _layout(die_with_parent=False, uid=1000, gid=1000, block_fd=7, tmp_size=1 << 20)
+    layout.stage = lambda path: "/stage/" + path.strip("/").replace("/", "_")
+    layout.hide = ["/root", "/srv/sb"]
+    argv = build_argv("bwrap", layout, ["server"])
+    joined = " ".join(argv)
+    assert "--share-net" not in argv and "--die-with-parent" not in argv
+    assert "--uid 1000 --gid 1000" in joined and "--block-fd 7" in joined
+    assert "--size 1048576 --tmpfs /tmp" in joined
+    assert "--bind /stage/srv_sb_ws /workspace" in joined and "--ro-bind /root" not in joined
+    assert "--dir /root" in joined or not os.path.isdir("/root")
 
 
 SPEC = SandboxSpec(
