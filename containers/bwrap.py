@@ -89,7 +89,8 @@ def root_entries(root: str) -> list[tuple[str, str | None]]:
 
 
 def build_argv(bwrap: str, layout: BwrapLayout, command: list[str]) -> list[str]:
-    argv = [bwrap, "--unshare-all", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    # No --clearenv: the launcher is spawned with exactly the sandbox environment, which bwrap passes on.
+    argv = [bwrap, "--unshare-all", "--new-session", "--cap-drop", "ALL"]
     argv += ["--hostname", layout.hostname]
     if layout.uid is not None:
         argv += ["--uid", str(layout.uid), "--gid", str(layout.gid if layout.gid is not None else layout.uid)]

@@ -153,3 +153,24 @@ def test_sandboxes_root_is_private_to_the_user(runtime: LocalRuntime) -> None:
         mode = os.stat(sandbox.info.sandbox_dir).st_mode & 0o777
         assert mode == 0o700
         assert os.stat(sandbox.info.socket_path).st_mode & 0o077 == 0
+
+
+def test_no_worker_secret_reaches_the_sandbox(runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cret-token-of-the-worker"
+    monkeypatch.setenv("FARM_API_TOKEN", secret)
+    monkeypatch.setenv("FARM_REDIS_URL", f"redis://:{secret}@127.0.0.1:6379/0")
+    with runtime.start(SandboxSpec(env={"MINE": "1"})) as sandbox:
+        seen = sandbox.exec("env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n'")
+        assert secret not in seen.stdout and "MINE=1" in seen.stdout
+        assert sandbox.exec("command -v python3 bash").exit_code == 0  # the sandbox's own PATH holds
+        fds = sandbox.exec("ls /proc/1/fd /proc/self/fd | wc -l").stdout
+        assert int(fds) < 40
+
+
+def test_host_secrets_and_homes_are_not_visible(sandbox: Sandbox) -> None:
+    for attempt in ("cat /etc/shadow", "ls -A /root", "ls -A /home", "ls -A /var/lib"):
+        result = sandbox.exec(attempt)
+        assert result.stdout.strip() in ("", ".pyenv"), attempt  # the interpreter may live under /root
+    if os.geteuid() == 0:
+        assert sandbox.exec("id -u").stdout == "1000\n"
+        assert sandbox.exec("cat /proc/self/status | grep ^CapEff").stdout.split()[-1] == "0000000000000000"

@@ -105,7 +105,7 @@ def _layout(**overrides: object) -> BwrapLayout:
 
 def test_bwrap_argv_isolates_by_default() -> None:
     argv = build_argv("/usr/bin/bwrap", _layout(), ["server"])
-    assert argv[:6] == ["/usr/bin/bwrap", "--unshare-all", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    assert argv[:5] == ["/usr/bin/bwrap", "--unshare-all", "--new-session", "--cap-drop", "ALL"]
     assert "--share-net" not in argv and "--die-with-parent" in argv and "--setenv" not in argv
     joined = " ".join(argv)
     assert "--ro-bind /usr /usr" in joined and "--symlink usr/bin /bin" in joined
