@@ -174,3 +174,12 @@ def test_host_secrets_and_homes_are_not_visible(sandbox: Sandbox) -> None:
     if os.geteuid() == 0:
         assert sandbox.exec("id -u").stdout == "1000\n"
         assert sandbox.exec("cat /proc/self/status | grep ^CapEff").stdout.split()[-1] == "0000000000000000"
+
+
+def test_a_link_planted_in_place_of_the_socket_is_not_followed(runtime: LocalRuntime) -> None:
+    with runtime.start(SandboxSpec()) as first, runtime.start(SandboxSpec()) as second:
+        hijack = f"rm /run/farm/exec.sock && ln -s {first.info.socket_path} /run/farm/exec.sock"
+        assert second.exec(hijack).exit_code == 0
+        again = runtime.attach(second.info)
+        assert not again.ping()  # the host refuses the link instead of talking to the first sandbox
+        again.client.close()
