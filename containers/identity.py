@@ -94,6 +94,7 @@ def _load_libc() -> ctypes.CDLL:
             ctypes.c_char_p,
         ]
         libc.unshare.argtypes = [ctypes.c_int]
+        libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         _libc = libc
     return _libc
 

@@ -108,16 +108,42 @@ def create_cgroups(name: str, limits: ResourceLimits) -> list[Path]:
     return made
 
 
+def mount_workspace_quota(workspace: Path, limits: ResourceLimits, uid: int | None, gid: int | None) -> bool:
+    """A size-capped tmpfs on the workspace (as root, when `disk_mb` is set): the sandbox's writes there
+    stop at the cap whatever the file sizes. RAM-backed: pages the sandbox writes also count against its
+    memory cgroup. False when not applied (then only RLIMIT_FSIZE holds, per file)."""
+    if not limits.disk_mb or os.geteuid() != 0:
+        return False
+    from containers.identity import _check, _load_libc
+
+    owner = f",uid={uid},gid={gid}" if uid is not None else ""
+    options = f"size={limits.disk_mb}m,mode=0755{owner}".encode()
+    libc = _load_libc()
+    _check(libc.mount(b"tmpfs", str(workspace).encode(), b"tmpfs", 2 | 4, options), "workspace tmpfs")
+    return True
+
+
+def unmount_workspace(workspace: str) -> None:
+    if os.geteuid() != 0 or not os.path.ismount(workspace):
+        return
+    from containers.identity import _load_libc
+
+    _load_libc().umount2(workspace.encode(), 2)  # MNT_DETACH: busy or not, it is gone from the tree
+
+
 @functools.cache
 def log_fallbacks_once() -> None:
     """Says at start-up which host-enforced limits this process cannot apply."""
     if os.geteuid() != 0:
         log.warning(
-            "not root: sandboxes get no cgroups (memory, pids, cpu); rlimits only (RLIMIT_AS, "
-            "RLIMIT_NPROC, RLIMIT_CPU, RLIMIT_FSIZE for the workspace); /tmp is size-capped"
+            "not root: sandboxes get no cgroups (memory, pids, cpu) and no workspace quota; rlimits only "
+            "(RLIMIT_AS, RLIMIT_NPROC, RLIMIT_CPU, RLIMIT_FSIZE per file); /tmp is size-capped"
         )
         return
     missing = [c for c in ("pids", "memory", "cpu") if _parent(c) is None]
     if missing:
         log.warning("cgroup controllers not writable: %s; those limits fall back to rlimits", missing)
-    log.warning("no workspace disk quota: RLIMIT_FSIZE caps each file, not the workspace's total")
+    log.warning(
+        "workspace disk quota only where a spec sets limits.disk_mb (size-capped tmpfs); otherwise "
+        "RLIMIT_FSIZE caps each file, not the workspace's total"
+    )

@@ -118,6 +118,13 @@ class LocalRuntime:
         if identity is not None:  # the sandbox's host uid owns what it may write, nothing else
             for path in (workspace, control):
                 os.chown(path, identity.uid, identity.gid)
+        try:
+            host_limits.mount_workspace_quota(
+                workspace, spec.limits, *((identity.uid, identity.gid) if identity else (None, None))
+            )
+        except OSError:
+            shutil.rmtree(sandbox_dir, ignore_errors=True)
+            raise
         groups = host_limits.create_cgroups(f"sb-{sandbox_id}", spec.limits) if os.geteuid() == 0 else []
         partial = SandboxHandle(
             id=sandbox_id,
@@ -330,5 +337,6 @@ class LocalRuntime:
         procs.wait_gone(handle.net_pid, handle.net_start, timeout=5)
         for group in handle.cgroups or ([handle.cgroup] if handle.cgroup else []):
             procs.remove_cgroup(group)
+        host_limits.unmount_workspace(handle.workspace)
         shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
         _reap_children()

@@ -25,6 +25,9 @@ class ResourceLimits(BaseModel):
     """CPU quota in cores (cgroup cpu controller; local runtime, as root)."""
     tmp_mb: int | None = Field(default=1024, gt=0)
     """Size cap of the sandbox's /tmp tmpfs."""
+    disk_mb: int | None = Field(default=None, gt=0)
+    """Workspace quota (local runtime, as root): the workspace is a tmpfs of this size. RAM-backed, so
+    off by default; without it RLIMIT_FSIZE (`file_size_mb`) caps each file only."""
 
 
 class ReadOnlyBind(BaseModel):

@@ -183,3 +183,45 @@ def test_a_link_planted_in_place_of_the_socket_is_not_followed(runtime: LocalRun
         again = runtime.attach(second.info)
         assert not again.ping()  # the host refuses the link instead of talking to the first sandbox
         again.client.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the workspace quota is a mount: root only")
+def test_disk_fill_stops_at_the_workspace_quota(runtime: LocalRuntime) -> None:
+    with runtime.start(SandboxSpec(limits=ResourceLimits(disk_mb=8))) as sandbox:
+        fill = sandbox.exec("for i in 1 2 3 4; do head -c 3000000 /dev/zero > f$i || exit 1; done")
+        assert fill.exit_code != 0 and "No space left" in fill.stderr
+        used = sum(p.stat().st_size for p in sandbox.workspace.iterdir())
+        assert used <= 8 << 20
+        workspace = str(sandbox.workspace)
+    assert not os.path.ismount(workspace) and not os.path.exists(workspace)
+
+
+def test_tmp_is_size_capped(runtime: LocalRuntime) -> None:
+    with runtime.start(SandboxSpec(limits=ResourceLimits(tmp_mb=4))) as sandbox:
+        fill = sandbox.exec("head -c 6000000 /dev/zero > /tmp/big")
+        assert fill.exit_code != 0 and "No space left" in fill.stderr
+
+
+def _memory_group(sandbox: Sandbox) -> Path | None:
+    for group in sandbox.info.cgroups:
+        if Path(group, "memory.limit_in_bytes").exists() or Path(group, "memory.max").exists():
+            return Path(group)
+    return None
+
+
+def test_memory_hog_via_heap_and_tmp_is_held_by_the_memory_cgroup(runtime: LocalRuntime) -> None:
+    limits = ResourceLimits(memory_mb=128, tmp_mb=64, address_space_mb=None)
+    with runtime.start(SandboxSpec(limits=limits)) as sandbox:
+        group = _memory_group(sandbox)
+        if group is None:
+            pytest.skip("no writable memory cgroup here (not root, or not delegated)")
+        tmp = sandbox.exec("head -c 100000000 /dev/zero > /tmp/big; stat -c %s /tmp/big")
+        assert "No space left" in tmp.stderr and int(tmp.stdout) <= 64 << 20
+        heap = sandbox.exec("python3 -c 'x = bytearray(300 << 20); print(len(x))'")
+        assert heap.exit_code == -9 and heap.stdout == ""  # the OOM killer, inside the group
+        peak = group / (
+            "memory.max_usage_in_bytes" if (group / "memory.limit_in_bytes").exists() else "memory.peak"
+        )
+        if peak.exists():
+            assert int(peak.read_text()) <= 128 << 20
+        assert sandbox.exec("echo alive").stdout == "alive\n"  # the execution server survived
