@@ -41,7 +41,6 @@ def server_command(
     *,
     host_root: bool,
     ready_fd: int | None = None,
-    tcp_host: str | None = None,
 ) -> list[str]:
     """argv of the execution server. For the host root it runs this interpreter with -S and an explicit
     import path (site processing would triple its start-up time); in an image, the image's python3."""
@@ -59,7 +58,6 @@ def server_command(
         "warm": spec.warm_tools,
         "ttl": spec.ttl_s,
         "ready_fd": ready_fd,
-        "tcp": tcp_host,
         "python": python if (spec.python or host_root) else None,
     }
     argv = [python, *flags, "-c", boot, json.dumps(config, separators=(",", ":"))]

@@ -1,10 +1,9 @@
-"""Pure logic: output capture, quoting, the editor, bwrap and runtime command lines, the loopback
-allocator, the tool registry and the image builder."""
+"""Pure logic: output capture, quoting, the editor, bwrap, pasta and runtime command lines, staging,
+the tool registry and the image builder."""
 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 from pathlib import Path
@@ -16,8 +15,10 @@ from hypothesis import strategies as st
 from containers.apptainer import instance_start_argv, instance_stop_argv, server_exec_argv
 from containers.bwrap import BwrapLayout, build_argv
 from containers.docker import remove_argv, run_argv
+from containers.identity import Staging
 from containers.images.builder import ImageBuilder, ImageSpec
-from containers.loopback import LoopbackAllocator
+from containers.local import host_paths_for_server
+from containers.netns import pasta_argv
 from containers.server.wire import parse_address
 from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
 from containers.tools.bash import ansi_c_quote
@@ -174,42 +175,27 @@ def test_wire_addresses() -> None:
         parse_address("http://x")
 
 
-def _allocate_many(lease_dir: str, owner_pid: int, count: int, queue: multiprocessing.Queue) -> None:
-    # Leases are held for a live process (the test's), as a started sandbox holds them; same owner names in
-    # every worker make them all probe the same addresses.
-    allocator = LoopbackAllocator(lease_dir)
-    queue.put([allocator.allocate(f"same-{i}", pid=owner_pid) for i in range(count)])
+def test_pasta_argv_forwards_nothing_but_the_granted_ports() -> None:
+    as_root = pasta_argv("pasta", 42, "/sb/pasta.pid", [8000, 8001], netns_fd=9)
+    joined = " ".join(as_root)
+    for flag in ("--no-map-gw", "-t none", "-u none", "-U none", "-T 8000,8001", "--config-net"):
+        assert flag in joined
+    assert as_root[-5:] == ["--runas", "0", "--netns", "/proc/self/fd/9", "--netns-only"]
+    rootless = pasta_argv("pasta", 42, "/sb/pasta.pid", [])
+    assert "-T none" in " ".join(rootless) and rootless[-1] == "42"
 
 
-def test_loopback_addresses_are_unique_across_processes(tmp_path: Path) -> None:
-    queue: multiprocessing.Queue = multiprocessing.get_context("fork").Queue()
-    workers = [
-        multiprocessing.get_context("fork").Process(
-            target=_allocate_many, args=(str(tmp_path), os.getpid(), 25, queue)
-        )
-        for _ in range(4)
-    ]
-    for worker in workers:
-        worker.start()
-    addresses = [address for _ in workers for address in queue.get(timeout=30)]
-    for worker in workers:
-        worker.join()
-    assert len(addresses) == 100 and len(set(addresses)) == 100
-    assert all(a.startswith("127.") and not a.startswith("127.0.") for a in addresses)
+def test_staging_maps_each_source_once() -> None:
+    staging = Staging("/run/stage")
+    assert staging.stage("/root/a") == "/run/stage/0" and staging.stage("/srv/b") == "/run/stage/1"
+    assert staging.stage("/root/a") == "/run/stage/0" and staging.sources == ["/root/a", "/srv/b"]
 
 
-def test_loopback_lease_of_a_dead_owner_is_reclaimed(tmp_path: Path) -> None:
-    allocator = LoopbackAllocator(tmp_path)
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    stale = allocator.allocate("gone", pid=dead.pid)
-    live = allocator.allocate("alive")
-    assert allocator.allocate("gone") == stale  # same probe start, stale lease taken over
-    assert live != stale
-    allocator.release(stale, "someone-else")
-    assert stale in allocator.leases()
-    allocator.release(stale, "gone")
-    assert stale not in allocator.leases()
+def test_server_paths_never_expose_a_masked_directory_itself() -> None:
+    paths = host_paths_for_server(["/root", "/home"])
+    assert "/tmp" not in paths and "/root" not in paths and "/" not in paths
+    for path in paths:
+        assert path.startswith(("/tmp/", "/root/", "/home/"))
 
 
 def test_registry_exposes_openai_function_schemas() -> None:
