@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -136,6 +138,8 @@ class LocalRuntime:
             socket_path=str(control / SOCKET_NAME),
             cgroup=str(groups[0]) if groups else None,
             cgroups=[str(g) for g in groups],
+            uid=identity.uid if identity else None,
+            gid=identity.gid if identity else None,
             created_at=time.time(),
             expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
             labels=spec.labels,
@@ -180,7 +184,10 @@ class LocalRuntime:
             control_dir=str(control),
             control_target=CONTROL_DIR,
             hostname=f"sandbox-{handle.id}",
-            ro_binds=[(b.source, b.target) for b in spec.ro_binds],
+            ro_binds=[
+                (readable_source(b.source, identity, handle, i), b.target)
+                for i, b in enumerate(spec.ro_binds)
+            ],
             hide=hidden,
             hide_files=[f for f in HIDDEN_HOST_FILES if os.path.isfile(f)] if host_root else [],
             resolv_conf=spec.network,
@@ -340,3 +347,54 @@ class LocalRuntime:
         host_limits.unmount_workspace(handle.workspace)
         shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
         _reap_children()
+
+
+def readable_by(path: str, identity: HostIdentity) -> bool:
+    """Whether `identity` (no supplementary groups) can reach `path` and read it (a directory: list it)."""
+    try:
+        parts = Path(os.path.realpath(path)).parts
+        for depth in range(1, len(parts) + 1):
+            info = os.stat(os.path.join(*parts[:depth]))
+            last = depth == len(parts)
+            need = (0o4 | (0o1 if stat.S_ISDIR(info.st_mode) else 0)) if last else 0o1
+            if info.st_uid == identity.uid:
+                granted = (info.st_mode >> 6) & 0o7
+            elif info.st_gid == identity.gid:
+                granted = (info.st_mode >> 3) & 0o7
+            else:
+                granted = info.st_mode & 0o7
+            if granted & need != need:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+_warned: set[str] = set()
+
+
+def readable_source(source: str, identity: HostIdentity | None, handle: SandboxHandle, index: int) -> str:
+    """`source` if the sandbox's user can read it where it is, else a copy given to that user: a bind
+    grants no permission, and a tree in a root-only directory would be unreadable inside."""
+    if identity is None or readable_by(source, identity):
+        return source
+    if source not in _warned:
+        _warned.add(source)
+        logging.getLogger(__name__).warning(
+            "%s is not readable by the sandbox user (uid %d): copying it into each sandbox; make it "
+            "world-readable (or set FARM_SANDBOX_UID to a user who can read it) to have it bound instead",
+            source,
+            identity.uid,
+        )
+    copy = Path(handle.sandbox_dir) / "binds" / str(index)
+    copy.parent.mkdir(exist_ok=True)
+    if os.path.isdir(source):
+        shutil.copytree(source, copy, symlinks=True)
+    else:
+        shutil.copy2(source, copy)
+    os.chown(copy.parent, identity.uid, identity.gid)
+    for root, dirs, files in os.walk(copy):
+        os.lchown(root, identity.uid, identity.gid)
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+    return str(copy)

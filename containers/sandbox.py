@@ -94,11 +94,14 @@ class Sandbox:
         local = Path(local)
         host = self._host_path(remote)
         if host is not None:
+            created = [p for p in reversed(host.parents) if not p.exists()]
             host.parent.mkdir(parents=True, exist_ok=True)
             if local.is_dir():
                 shutil.copytree(local, host, dirs_exist_ok=True, symlinks=True)
             else:
                 shutil.copy2(local, host)
+            for path in (*created, host):  # what the host wrote belongs to the sandbox's user
+                _give(path, self._handle.uid, self._handle.gid)
             return
         self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 
@@ -144,3 +147,15 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, runtime={self._handle.runtime!r})"
+
+
+def _give(path: Path, uid: int | None, gid: int | None) -> None:
+    """Hand a host-written tree to the sandbox's host uid, never following a link (lchown)."""
+    if uid is None:
+        return
+    group = gid if gid is not None else uid
+    os.lchown(path, uid, group)
+    if path.is_dir() and not path.is_symlink():
+        for root, dirs, files in os.walk(path, followlinks=False):
+            for name in dirs + files:
+                os.lchown(os.path.join(root, name), uid, group)
