@@ -20,8 +20,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from containers import egress, procs
 from containers import limits_host as host_limits
-from containers import procs
 from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
 from containers.handle import SandboxHandle
@@ -246,6 +246,10 @@ class LocalRuntime:
                 update={"init_pid": init_pid, "init_start": procs.start_ticks(init_pid)}
             )
             if pasta is not None and block_w is not None:
+                try:
+                    egress.restrict(init_pid, user_namespace=os.geteuid() != 0)
+                except egress.EgressFilterError as error:
+                    raise SandboxStartError(str(error)) from None
                 net_pid = attach_pasta(
                     pasta, init_pid, Path(handle.sandbox_dir) / "pasta.pid", spec.host_ports
                 )
