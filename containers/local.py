@@ -33,6 +33,7 @@ from containers.launch import (
     server_command,
 )
 from containers.netns import attach_pasta, find_pasta
+from containers.ownership import chown_tree_beneath
 from containers.sandbox import Sandbox
 from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
@@ -310,6 +311,15 @@ class LocalRuntime:
         with contextlib.suppress(OSError):
             return (control / LOG_FILE).read_text(errors="replace")[-limit:]
         return ""
+
+    def adopt(self, handle: SandboxHandle, host_path: str | Path) -> None:
+        """Give what the host just wrote at `host_path` (in the workspace) to the sandbox's uid, so the
+        sandbox can modify it as its own (git, editors, build caches); links are never followed."""
+        identity = host_identity()
+        if identity is None:
+            return
+        relative = os.path.relpath(host_path, handle.workspace)
+        chown_tree_beneath(handle.workspace, relative, identity.uid, identity.gid)
 
     def attach(self, handle: SandboxHandle) -> Sandbox:
         self._check_node(handle)

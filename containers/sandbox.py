@@ -99,6 +99,9 @@ class Sandbox:
                 shutil.copytree(local, host, dirs_exist_ok=True, symlinks=True)
             else:
                 shutil.copy2(local, host)
+            adopt = getattr(self.runtime, "adopt", None)  # the sandbox's uid owns what it may modify
+            if adopt is not None:
+                adopt(self._handle, host)
             return
         self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 

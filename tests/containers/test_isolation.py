@@ -225,3 +225,26 @@ def test_memory_hog_via_heap_and_tmp_is_held_by_the_memory_cgroup(runtime: Local
         if peak.exists():
             assert int(peak.read_text()) <= 128 << 20
         assert sandbox.exec("echo alive").stdout == "alive\n"  # the execution server survived
+
+
+def test_uploaded_files_belong_to_the_sandbox_user(runtime: LocalRuntime, tmp_path: Path) -> None:
+    (tmp_path / "repo" / "pkg").mkdir(parents=True)
+    (tmp_path / "repo" / "pkg" / "mod.py").write_text("x = 1\n")
+    with runtime.start(SandboxSpec()) as sandbox:
+        sandbox.upload(tmp_path / "repo", "repo")
+        edit = sandbox.exec("echo 'y = 2' >> repo/pkg/mod.py && mkdir repo/pkg/new && cat repo/pkg/mod.py")
+        assert edit.exit_code == 0 and edit.stdout == "x = 1\ny = 2\n", edit.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files change owner only when the farm runs as root")
+def test_adopting_never_follows_a_planted_link(runtime: LocalRuntime, tmp_path: Path) -> None:
+    victim = tmp_path / "host-file"
+    victim.write_text("host")
+    before = victim.stat()
+    with runtime.start(SandboxSpec()) as sandbox:
+        sandbox.exec(f"mkdir d && ln -s {victim} d/link && ln -s {tmp_path} dirlink")
+        runtime.adopt(sandbox.info, sandbox.workspace / "d")
+        with pytest.raises(OSError):
+            runtime.adopt(sandbox.info, sandbox.workspace / "dirlink" / "host-file")
+    after = victim.stat()
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
