@@ -23,7 +23,15 @@ from containers import procs
 from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
 from containers.handle import SandboxHandle
-from containers.identity import INNER_UID, HostIdentity, Staging, host_identity, launcher_preexec, stage_dir
+from containers.identity import (
+    INNER_UID,
+    HostIdentity,
+    Staging,
+    host_identity,
+    idmap_userns,
+    launcher_preexec,
+    stage_dir,
+)
 from containers.launch import (
     IMAGE_LIB_DIR,
     PACKAGE_DIR,
@@ -88,6 +96,24 @@ def host_paths_for_server(hidden: list[str]) -> list[str]:
 
 def _beneath(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+GIT_SYSTEM_CONFIG = """[include]
+\tpath = /etc/gitconfig
+[safe]
+\tdirectory = *
+"""
+
+
+def git_env(control: Path, control_target: str) -> dict[str, str]:
+    """Read-only binds (a task's source repository) belong to host users the sandbox's uid is not, and
+    git refuses those as of "dubious ownership" - even through `-c safe.directory=*`, which git drops
+    for the upload-pack of a local clone. A system config of the sandbox's own (including the image's
+    /etc/gitconfig) marks every directory safe: everything in a sandbox is the sandbox's own code."""
+    fd = os.open(control / "gitconfig", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as config:
+        config.write(GIT_SYSTEM_CONFIG)
+    return {"GIT_CONFIG_SYSTEM": f"{control_target}/gitconfig"}
 
 
 class LocalRuntime:
@@ -192,8 +218,11 @@ class LocalRuntime:
             gid=inner,
             tmp_size=host_limits.tmp_size_bytes(spec.limits),
         )
-        if staging is not None:
+        if staging is not None and identity is not None:
             layout.stage = staging.stage
+            if spec.ro_binds:
+                staging.idmapped = {b.source for b in spec.ro_binds}
+                staging.userns_fd = idmap_userns(identity)
         if not host_root:
             layout.ro_binds.append((str(PACKAGE_DIR), f"{IMAGE_LIB_DIR}/containers"))
         else:  # bring along the interpreter and import path living under /tmp or a hidden directory
@@ -207,7 +236,7 @@ class LocalRuntime:
             spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
         )
         argv = build_argv(bwrap, layout, command)
-        env = sandbox_env(spec, handle.id, host_root=host_root)
+        env = {**git_env(control, CONTROL_DIR), **sandbox_env(spec, handle.id, host_root=host_root)}
         preexec = launcher_preexec(
             identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
         )

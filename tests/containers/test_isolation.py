@@ -14,7 +14,7 @@ import pytest
 
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
-from containers.spec import ResourceLimits, SandboxSpec
+from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
 
 from .conftest import sandbox_processes
 
@@ -248,3 +248,19 @@ def test_adopting_never_follows_a_planted_link(runtime: LocalRuntime, tmp_path: 
             runtime.adopt(sandbox.info, sandbox.workspace / "dirlink" / "host-file")
     after = victim.stat()
     assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an unprivileged farm reads its own private directories")
+def test_a_root_private_read_only_bind_is_readable_but_not_writable(runtime: LocalRuntime) -> None:
+    source = Path(tempfile.mkdtemp(prefix="farm-private-"))  # mode 700, owned by root
+    (source / "data.txt").write_text("task data\n")
+    try:
+        spec = SandboxSpec(ro_binds=[ReadOnlyBind(source=str(source), target="/data")])
+        with runtime.start(spec) as sandbox:
+            assert sandbox.exec("cat /data/data.txt").stdout == "task data\n"
+            write = sandbox.exec("echo x > /data/data.txt; chmod 777 /data; touch /data/new")
+            assert "Read-only file system" in write.stderr
+        assert (source / "data.txt").read_text() == "task data\n" and source.stat().st_uid == 0
+        assert source.stat().st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(source)
