@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from containers.server.wire import CONTROL_DIR, SOCKET_NAME
+from containers.server.wire import CONTROL_DIR, RELAY_SOCKET_NAME, SOCKET_NAME
 from containers.spec import SandboxSpec
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -59,6 +59,7 @@ def server_command(
         "ttl": spec.ttl_s,
         "ready_fd": ready_fd,
         "python": python if (spec.python or host_root) else None,
+        "relay": [spec.relay_port, f"{CONTROL_DIR}/{RELAY_SOCKET_NAME}"] if spec.relay_port else None,
     }
     argv = [python, *flags, "-c", boot, json.dumps(config, separators=(",", ":"))]
     return argv

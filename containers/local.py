@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -18,8 +20,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from containers import egress, procs
 from containers import limits_host as host_limits
-from containers import procs
 from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
 from containers.handle import SandboxHandle
@@ -41,7 +43,6 @@ from containers.launch import (
     server_command,
 )
 from containers.netns import attach_pasta, find_pasta
-from containers.ownership import chown_tree_beneath
 from containers.sandbox import Sandbox
 from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
@@ -98,24 +99,6 @@ def _beneath(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-GIT_SYSTEM_CONFIG = """[include]
-\tpath = /etc/gitconfig
-[safe]
-\tdirectory = *
-"""
-
-
-def git_env(control: Path, control_target: str) -> dict[str, str]:
-    """Read-only binds (a task's source repository) belong to host users the sandbox's uid is not, and
-    git refuses those as of "dubious ownership" - even through `-c safe.directory=*`, which git drops
-    for the upload-pack of a local clone. A system config of the sandbox's own (including the image's
-    /etc/gitconfig) marks every directory safe: everything in a sandbox is the sandbox's own code."""
-    fd = os.open(control / "gitconfig", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w") as config:
-        config.write(GIT_SYSTEM_CONFIG)
-    return {"GIT_CONFIG_SYSTEM": f"{control_target}/gitconfig"}
-
-
 class LocalRuntime:
     name = "local"
 
@@ -163,6 +146,8 @@ class LocalRuntime:
             socket_path=str(control / SOCKET_NAME),
             cgroup=str(groups[0]) if groups else None,
             cgroups=[str(g) for g in groups],
+            uid=identity.uid if identity else None,
+            gid=identity.gid if identity else None,
             created_at=time.time(),
             expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
             labels=spec.labels,
@@ -195,6 +180,15 @@ class LocalRuntime:
         ready_r, ready_w = os.pipe()
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe() if spec.network else (None, None)
+        # Read-only binds: through an idmapped mount on which host root's files are the sandbox user's (no
+        # copy), or, where the kernel cannot, a copy given to that user when it could not read the source.
+        userns_fd = idmap_userns(identity) if identity is not None and spec.ro_binds else None
+        if userns_fd is not None:
+            bind_sources = [b.source for b in spec.ro_binds]
+        else:
+            bind_sources = [
+                readable_source(b.source, identity, handle, i) for i, b in enumerate(spec.ro_binds)
+            ]
         # Unprivileged, pasta can only join a sandbox whose user namespace is not nested, which bwrap does
         # for any uid but 0 inside.
         inner = (
@@ -207,7 +201,7 @@ class LocalRuntime:
             control_dir=str(control),
             control_target=CONTROL_DIR,
             hostname=f"sandbox-{handle.id}",
-            ro_binds=[(b.source, b.target) for b in spec.ro_binds],
+            ro_binds=[(source, b.target) for source, b in zip(bind_sources, spec.ro_binds, strict=True)],
             hide=hidden,
             hide_files=[f for f in HIDDEN_HOST_FILES if os.path.isfile(f)] if host_root else [],
             resolv_conf=spec.network,
@@ -218,11 +212,9 @@ class LocalRuntime:
             gid=inner,
             tmp_size=host_limits.tmp_size_bytes(spec.limits),
         )
-        if staging is not None and identity is not None:
+        if staging is not None:
             layout.stage = staging.stage
-            if spec.ro_binds:
-                staging.idmapped = {b.source for b in spec.ro_binds}
-                staging.userns_fd = idmap_userns(identity)
+            staging.idmapped, staging.userns_fd = set(bind_sources), userns_fd
         if not host_root:
             layout.ro_binds.append((str(PACKAGE_DIR), f"{IMAGE_LIB_DIR}/containers"))
         else:  # bring along the interpreter and import path living under /tmp or a hidden directory
@@ -236,7 +228,7 @@ class LocalRuntime:
             spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
         )
         argv = build_argv(bwrap, layout, command)
-        env = {**git_env(control, CONTROL_DIR), **sandbox_env(spec, handle.id, host_root=host_root)}
+        env = sandbox_env(spec, handle.id, host_root=host_root)
         preexec = launcher_preexec(
             identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
         )
@@ -269,6 +261,10 @@ class LocalRuntime:
                 update={"init_pid": init_pid, "init_start": procs.start_ticks(init_pid)}
             )
             if pasta is not None and block_w is not None:
+                try:
+                    egress.restrict(init_pid, user_namespace=os.geteuid() != 0)
+                except egress.EgressFilterError as error:
+                    raise SandboxStartError(str(error)) from None
                 net_pid = attach_pasta(
                     pasta, init_pid, Path(handle.sandbox_dir) / "pasta.pid", spec.host_ports
                 )
@@ -341,15 +337,6 @@ class LocalRuntime:
             return (control / LOG_FILE).read_text(errors="replace")[-limit:]
         return ""
 
-    def adopt(self, handle: SandboxHandle, host_path: str | Path) -> None:
-        """Give what the host just wrote at `host_path` (in the workspace) to the sandbox's uid, so the
-        sandbox can modify it as its own (git, editors, build caches); links are never followed."""
-        identity = host_identity()
-        if identity is None:
-            return
-        relative = os.path.relpath(host_path, handle.workspace)
-        chown_tree_beneath(handle.workspace, relative, identity.uid, identity.gid)
-
     def attach(self, handle: SandboxHandle) -> Sandbox:
         self._check_node(handle)
         return Sandbox(handle, self)
@@ -379,3 +366,54 @@ class LocalRuntime:
         host_limits.unmount_workspace(handle.workspace)
         shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
         _reap_children()
+
+
+def readable_by(path: str, identity: HostIdentity) -> bool:
+    """Whether `identity` (no supplementary groups) can reach `path` and read it (a directory: list it)."""
+    try:
+        parts = Path(os.path.realpath(path)).parts
+        for depth in range(1, len(parts) + 1):
+            info = os.stat(os.path.join(*parts[:depth]))
+            last = depth == len(parts)
+            need = (0o4 | (0o1 if stat.S_ISDIR(info.st_mode) else 0)) if last else 0o1
+            if info.st_uid == identity.uid:
+                granted = (info.st_mode >> 6) & 0o7
+            elif info.st_gid == identity.gid:
+                granted = (info.st_mode >> 3) & 0o7
+            else:
+                granted = info.st_mode & 0o7
+            if granted & need != need:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+_warned: set[str] = set()
+
+
+def readable_source(source: str, identity: HostIdentity | None, handle: SandboxHandle, index: int) -> str:
+    """`source` if the sandbox's user can read it where it is, else a copy given to that user: a bind
+    grants no permission, and a tree in a root-only directory would be unreadable inside."""
+    if identity is None or readable_by(source, identity):
+        return source
+    if source not in _warned:
+        _warned.add(source)
+        logging.getLogger(__name__).warning(
+            "%s is not readable by the sandbox user (uid %d): copying it into each sandbox; make it "
+            "world-readable (or set FARM_SANDBOX_UID to a user who can read it) to have it bound instead",
+            source,
+            identity.uid,
+        )
+    copy = Path(handle.sandbox_dir) / "binds" / str(index)
+    copy.parent.mkdir(exist_ok=True)
+    if os.path.isdir(source):
+        shutil.copytree(source, copy, symlinks=True)
+    else:
+        shutil.copy2(source, copy)
+    os.chown(copy.parent, identity.uid, identity.gid)
+    for root, dirs, files in os.walk(copy):
+        os.lchown(root, identity.uid, identity.gid)
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+    return str(copy)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from containers.client import ExecClient
 from containers.errors import ExecServerError
 from containers.handle import SandboxHandle
+from containers.ownership import chown_tree_beneath
 from containers.results import ExecResult, ToolResult
 from containers.server import files
 from containers.tools.registry import DEFAULT_TOOL_TIMEOUT_S, call_tool
@@ -94,14 +95,14 @@ class Sandbox:
         local = Path(local)
         host = self._host_path(remote)
         if host is not None:
+            created = [p for p in reversed(host.parents) if not p.exists()]
             host.parent.mkdir(parents=True, exist_ok=True)
             if local.is_dir():
                 shutil.copytree(local, host, dirs_exist_ok=True, symlinks=True)
             else:
                 shutil.copy2(local, host)
-            adopt = getattr(self.runtime, "adopt", None)  # the sandbox's uid owns what it may modify
-            if adopt is not None:
-                adopt(self._handle, host)
+            for path in (*created, host):  # what the host wrote belongs to the sandbox's user
+                _give(self.workspace, path, self._handle.uid, self._handle.gid)
             return
         self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 
@@ -147,3 +148,13 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, runtime={self._handle.runtime!r})"
+
+
+def _give(workspace: Path, path: Path, uid: int | None, gid: int | None) -> None:
+    """Hand a host-written tree to the sandbox's host uid. The sandbox may swap any directory of it for a
+    link meanwhile: the walk is fd-relative beneath the workspace and never follows one
+    (containers/ownership.py)."""
+    if uid is None:
+        return
+    relative = os.path.relpath(path, workspace)
+    chown_tree_beneath(str(workspace), relative, uid, gid if gid is not None else uid)

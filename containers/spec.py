@@ -49,6 +49,11 @@ class SandboxSpec(BaseModel):
     """Off: a private network namespace with only its own loopback. On (local runtime): a private network
     namespace with userspace networking (pasta): egress as an unprivileged host process, but neither the
     host's loopback nor any other sandbox."""
+    relay_port: int | None = Field(default=None, ge=1, le=65535)
+    """A TCP port on the sandbox's own loopback whose connections are carried to the Unix socket
+    `relay.sock` in its control directory, which the host serves only while it grants access
+    (`containers.host_relay`, which also decides which requests pass): how a harness reaches exactly its
+    own gateway session, whatever the sandbox's network."""
     host_ports: list[int] = Field(default_factory=list)
     """Networked local sandboxes: TCP ports of the host's loopback the sandbox may reach, at the same port
     on its own 127.0.0.1 (e.g. the model gateway a harness talks to). Nothing else on the host loopback."""

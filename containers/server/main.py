@@ -21,6 +21,7 @@ DEFAULTS = {
     "warm": [],  # tools to start at once
     "ttl": None,  # exit after this many seconds
     "python": None,  # interpreter for the IPython kernel
+    "relay": None,  # [port, unix socket path]: carry 127.0.0.1:port to the host's relay socket
 }
 
 
@@ -58,6 +59,11 @@ def main(argv: list[str] | None = None) -> None:
         servers = [UnixServer(socket_path, Handler)]
     finally:
         os.umask(old_umask)
+    if config["relay"]:
+        from containers.server.relay import start_relay
+
+        port, relay_socket = config["relay"]  # type: ignore[misc]
+        start_relay(int(port), str(relay_socket))
     if config["ttl"]:
         timer = threading.Timer(float(config["ttl"]), shutdown)  # type: ignore[arg-type]
         timer.daemon = True

@@ -1,31 +1,18 @@
-"""The sandbox a harness runs in: the task's runtime with the network on (the harness must reach the
-gateway) and no address-space cap (Node's V8 and WebAssembly reserve far more virtual memory than they
-use; an 8 GB RLIMIT_AS makes `fetch` fail at start-up)."""
+"""The sandbox a harness runs in: the task's runtime (egress only when it asks for `network`), its relay
+port standing for the model gateway (handlers/harness/gateway_access.py: the harness reaches its own
+session's model routes and nothing else of the farm), and no address-space cap (Node's V8 and
+WebAssembly reserve far more virtual memory than they use; an 8 GB RLIMIT_AS makes `fetch` fail at
+start-up)."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from containers import ResourceLimits
-from farm.settings import get_settings
+from handlers.harness.gateway_access import RELAY_PORT
 
 HARNESS_LIMITS = ResourceLimits(address_space_mb=None)
 
 
-def gateway_ports(base: str) -> list[int]:
-    """The host-loopback port of the model gateway, granted to the harness sandbox (its network reaches
-    nothing else on the host); none when the gateway is elsewhere (reached by ordinary egress)."""
-    url = urlsplit(base)
-    host = (url.hostname or "").lower()
-    if host in ("localhost", "::1") or host.startswith("127."):
-        return [url.port or (443 if url.scheme == "https" else 80)]
-    return []
-
-
 def sandbox_overrides() -> dict[str, Any]:
-    return {
-        "network": True,
-        "limits": HARNESS_LIMITS,
-        "host_ports": gateway_ports(get_settings().gateway_base),
-    }
+    return {"relay_port": RELAY_PORT, "limits": HARNESS_LIMITS}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from containers.local import LocalRuntime
+from containers.ownership import chown_tree_beneath
 from containers.sandbox import Sandbox
 from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
 
@@ -237,15 +238,18 @@ def test_uploaded_files_belong_to_the_sandbox_user(runtime: LocalRuntime, tmp_pa
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="files change owner only when the farm runs as root")
-def test_adopting_never_follows_a_planted_link(runtime: LocalRuntime, tmp_path: Path) -> None:
+def test_giving_files_to_the_sandbox_never_follows_a_planted_link(
+    runtime: LocalRuntime, tmp_path: Path
+) -> None:
     victim = tmp_path / "host-file"
     victim.write_text("host")
     before = victim.stat()
     with runtime.start(SandboxSpec()) as sandbox:
         sandbox.exec(f"mkdir d && ln -s {victim} d/link && ln -s {tmp_path} dirlink")
-        runtime.adopt(sandbox.info, sandbox.workspace / "d")
+        workspace, uid = str(sandbox.workspace), sandbox.info.uid or 65534
+        chown_tree_beneath(workspace, "d", uid, uid)
         with pytest.raises(OSError):
-            runtime.adopt(sandbox.info, sandbox.workspace / "dirlink" / "host-file")
+            chown_tree_beneath(workspace, "dirlink/host-file", uid, uid)
     after = victim.stat()
     assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
 
