@@ -66,10 +66,16 @@ def stage_dir() -> str:
 
 @dataclass
 class Staging:
-    """Sources to bind under the staging tmpfs: `stage(path)` returns the path bwrap should use instead."""
+    """Sources to bind under the staging tmpfs: `stage(path)` returns the path bwrap should use instead.
+
+    Sources in `idmapped` are bound through an idmapped mount (read-only) on which files of host root
+    appear owned by the sandbox's uid: a task's repository in a root-private directory (mode 700) stays
+    readable without changing anything on the host."""
 
     root: str
     sources: list[str] = field(default_factory=list)
+    idmapped: set[str] = field(default_factory=set)
+    userns_fd: int | None = None
 
     def stage(self, source: str) -> str:
         if source in self.sources:
@@ -79,6 +85,60 @@ class Staging:
 
 
 _libc: ctypes.CDLL | None = None
+_idmap_userns: dict[int, int] = {}
+
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442  # x86_64 and aarch64 alike
+_OPEN_TREE_CLONE, _AT_RECURSIVE, _AT_EMPTY_PATH, _AT_FDCWD = 1, 0x8000, 0x1000, -100
+_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_IDMAP, _MOVE_MOUNT_F_EMPTY_PATH = 1, 0x00100000, 4
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def idmap_userns(identity: HostIdentity) -> int | None:
+    """An fd of a user namespace mapping 0 to the sandbox's uid/gid (made once per process), the idmap
+    of `Staging.idmapped` sources; None where user namespaces cannot be made."""
+    if identity.uid in _idmap_userns:
+        return _idmap_userns[identity.uid]
+    libc = _load_libc()
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # only async-signal-safe work here: unshare, write, read, _exit
+        try:
+            ok = libc.unshare(0x10000000) == 0  # CLONE_NEWUSER
+            os.write(ready_w, b"1" if ok else b"0")
+            os.read(done_r, 1)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.close(done_r)
+    fd = None
+    try:
+        if os.read(ready_r, 1) == b"1":
+            with open(f"/proc/{pid}/uid_map", "w") as uid_map:
+                uid_map.write(f"0 {identity.uid} 1\n")
+            with open(f"/proc/{pid}/setgroups", "w") as setgroups:
+                setgroups.write("deny")
+            with open(f"/proc/{pid}/gid_map", "w") as gid_map:
+                gid_map.write(f"0 {identity.gid} 1\n")
+            fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        log.warning("no idmapped binds (%s): root-private read-only binds stay unreadable", exc)
+    finally:
+        os.write(done_w, b"x")
+        os.close(done_w)
+        os.close(ready_r)
+        os.waitpid(pid, 0)
+    if fd is not None:
+        _idmap_userns[identity.uid] = fd
+    return fd
 
 
 def _load_libc() -> ctypes.CDLL:
@@ -95,6 +155,7 @@ def _load_libc() -> ctypes.CDLL:
         ]
         libc.unshare.argtypes = [ctypes.c_int]
         libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        libc.syscall.restype = ctypes.c_long
         _libc = libc
     return _libc
 
@@ -135,10 +196,36 @@ def launcher_preexec(
                     os.mkdir(target, 0o755)
                 else:
                     os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
-                _check(libc.mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None), source)
+                if not (
+                    source in staging.idmapped and _idmapped_bind(libc, source, target, staging.userns_fd)
+                ):
+                    _check(
+                        libc.mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None), source
+                    )
         if identity is not None:
             os.setgroups([])
             os.setresgid(identity.gid, identity.gid, identity.gid)
             os.setresuid(identity.uid, identity.uid, identity.uid)
 
     return preexec
+
+
+def _idmapped_bind(libc: ctypes.CDLL, source: str, target: str, userns_fd: int | None) -> bool:
+    """Bind `source` on `target` read-only through the idmap of `userns_fd`; False if the kernel or the
+    filesystem cannot (the caller then binds it plainly)."""
+    if userns_fd is None:
+        return False
+    fd = libc.syscall(
+        _SYS_OPEN_TREE, _AT_FDCWD, source.encode(), _OPEN_TREE_CLONE | os.O_CLOEXEC | _AT_RECURSIVE
+    )
+    if fd < 0:
+        return False
+    try:
+        attr = _MountAttr(_MOUNT_ATTR_IDMAP | _MOUNT_ATTR_RDONLY, 0, 0, userns_fd)
+        flags = _AT_EMPTY_PATH | _AT_RECURSIVE
+        if libc.syscall(_SYS_MOUNT_SETATTR, fd, b"", flags, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+            return False
+        moved = libc.syscall(_SYS_MOVE_MOUNT, fd, b"", _AT_FDCWD, target.encode(), _MOVE_MOUNT_F_EMPTY_PATH)
+        return moved == 0
+    finally:
+        os.close(fd)

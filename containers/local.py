@@ -25,7 +25,15 @@ from containers import limits_host as host_limits
 from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
 from containers.handle import SandboxHandle
-from containers.identity import INNER_UID, HostIdentity, Staging, host_identity, launcher_preexec, stage_dir
+from containers.identity import (
+    INNER_UID,
+    HostIdentity,
+    Staging,
+    host_identity,
+    idmap_userns,
+    launcher_preexec,
+    stage_dir,
+)
 from containers.launch import (
     IMAGE_LIB_DIR,
     PACKAGE_DIR,
@@ -172,6 +180,15 @@ class LocalRuntime:
         ready_r, ready_w = os.pipe()
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe() if spec.network else (None, None)
+        # Read-only binds: through an idmapped mount on which host root's files are the sandbox user's (no
+        # copy), or, where the kernel cannot, a copy given to that user when it could not read the source.
+        userns_fd = idmap_userns(identity) if identity is not None and spec.ro_binds else None
+        if userns_fd is not None:
+            bind_sources = [b.source for b in spec.ro_binds]
+        else:
+            bind_sources = [
+                readable_source(b.source, identity, handle, i) for i, b in enumerate(spec.ro_binds)
+            ]
         # Unprivileged, pasta can only join a sandbox whose user namespace is not nested, which bwrap does
         # for any uid but 0 inside.
         inner = (
@@ -184,10 +201,7 @@ class LocalRuntime:
             control_dir=str(control),
             control_target=CONTROL_DIR,
             hostname=f"sandbox-{handle.id}",
-            ro_binds=[
-                (readable_source(b.source, identity, handle, i), b.target)
-                for i, b in enumerate(spec.ro_binds)
-            ],
+            ro_binds=[(source, b.target) for source, b in zip(bind_sources, spec.ro_binds, strict=True)],
             hide=hidden,
             hide_files=[f for f in HIDDEN_HOST_FILES if os.path.isfile(f)] if host_root else [],
             resolv_conf=spec.network,
@@ -200,6 +214,7 @@ class LocalRuntime:
         )
         if staging is not None:
             layout.stage = staging.stage
+            staging.idmapped, staging.userns_fd = set(bind_sources), userns_fd
         if not host_root:
             layout.ro_binds.append((str(PACKAGE_DIR), f"{IMAGE_LIB_DIR}/containers"))
         else:  # bring along the interpreter and import path living under /tmp or a hidden directory

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from containers.client import ExecClient
 from containers.errors import ExecServerError
 from containers.handle import SandboxHandle
+from containers.ownership import chown_tree_beneath
 from containers.results import ExecResult, ToolResult
 from containers.server import files
 from containers.tools.registry import DEFAULT_TOOL_TIMEOUT_S, call_tool
@@ -101,7 +102,7 @@ class Sandbox:
             else:
                 shutil.copy2(local, host)
             for path in (*created, host):  # what the host wrote belongs to the sandbox's user
-                _give(path, self._handle.uid, self._handle.gid)
+                _give(self.workspace, path, self._handle.uid, self._handle.gid)
             return
         self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 
@@ -149,13 +150,11 @@ class Sandbox:
         return f"Sandbox(id={self.id!r}, runtime={self._handle.runtime!r})"
 
 
-def _give(path: Path, uid: int | None, gid: int | None) -> None:
-    """Hand a host-written tree to the sandbox's host uid, never following a link (lchown)."""
+def _give(workspace: Path, path: Path, uid: int | None, gid: int | None) -> None:
+    """Hand a host-written tree to the sandbox's host uid. The sandbox may swap any directory of it for a
+    link meanwhile: the walk is fd-relative beneath the workspace and never follows one
+    (containers/ownership.py)."""
     if uid is None:
         return
-    group = gid if gid is not None else uid
-    os.lchown(path, uid, group)
-    if path.is_dir() and not path.is_symlink():
-        for root, dirs, files in os.walk(path, followlinks=False):
-            for name in dirs + files:
-                os.lchown(os.path.join(root, name), uid, group)
+    relative = os.path.relpath(path, workspace)
+    chown_tree_beneath(str(workspace), relative, uid, gid if gid is not None else uid)

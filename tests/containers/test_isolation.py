@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from containers.local import LocalRuntime
+from containers.ownership import chown_tree_beneath
 from containers.sandbox import Sandbox
-from containers.spec import ResourceLimits, SandboxSpec
+from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
 
 from .conftest import sandbox_processes
 
@@ -225,3 +226,45 @@ def test_memory_hog_via_heap_and_tmp_is_held_by_the_memory_cgroup(runtime: Local
         if peak.exists():
             assert int(peak.read_text()) <= 128 << 20
         assert sandbox.exec("echo alive").stdout == "alive\n"  # the execution server survived
+
+
+def test_uploaded_files_belong_to_the_sandbox_user(runtime: LocalRuntime, tmp_path: Path) -> None:
+    (tmp_path / "repo" / "pkg").mkdir(parents=True)
+    (tmp_path / "repo" / "pkg" / "mod.py").write_text("x = 1\n")
+    with runtime.start(SandboxSpec()) as sandbox:
+        sandbox.upload(tmp_path / "repo", "repo")
+        edit = sandbox.exec("echo 'y = 2' >> repo/pkg/mod.py && mkdir repo/pkg/new && cat repo/pkg/mod.py")
+        assert edit.exit_code == 0 and edit.stdout == "x = 1\ny = 2\n", edit.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files change owner only when the farm runs as root")
+def test_giving_files_to_the_sandbox_never_follows_a_planted_link(
+    runtime: LocalRuntime, tmp_path: Path
+) -> None:
+    victim = tmp_path / "host-file"
+    victim.write_text("host")
+    before = victim.stat()
+    with runtime.start(SandboxSpec()) as sandbox:
+        sandbox.exec(f"mkdir d && ln -s {victim} d/link && ln -s {tmp_path} dirlink")
+        workspace, uid = str(sandbox.workspace), sandbox.info.uid or 65534
+        chown_tree_beneath(workspace, "d", uid, uid)
+        with pytest.raises(OSError):
+            chown_tree_beneath(workspace, "dirlink/host-file", uid, uid)
+    after = victim.stat()
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an unprivileged farm reads its own private directories")
+def test_a_root_private_read_only_bind_is_readable_but_not_writable(runtime: LocalRuntime) -> None:
+    source = Path(tempfile.mkdtemp(prefix="farm-private-"))  # mode 700, owned by root
+    (source / "data.txt").write_text("task data\n")
+    try:
+        spec = SandboxSpec(ro_binds=[ReadOnlyBind(source=str(source), target="/data")])
+        with runtime.start(spec) as sandbox:
+            assert sandbox.exec("cat /data/data.txt").stdout == "task data\n"
+            write = sandbox.exec("echo x > /data/data.txt; chmod 777 /data; touch /data/new")
+            assert "Read-only file system" in write.stderr
+        assert (source / "data.txt").read_text() == "task data\n" and source.stat().st_uid == 0
+        assert source.stat().st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(source)

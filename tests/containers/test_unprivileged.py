@@ -126,7 +126,8 @@ def test_local_runtime_as_an_unprivileged_user(staged: Path) -> None:
     while time.monotonic() < deadline and [p for p in Path("/proc").glob("[0-9]*") if _uid(p) == NOBODY]:
         time.sleep(0.05)
     assert not Path(f"/proc/{report['init_pid']}").exists()
-    assert [p for p in Path("/proc").glob("[0-9]*") if _uid(p) == NOBODY] == []
+    left = [p for p in Path("/proc").glob("[0-9]*") if _uid(p) == NOBODY]
+    assert left == [], [(p / "cmdline").read_bytes()[:150] for p in left if p.exists()]
     assert list((staged / "sandboxes").iterdir()) in ([], [staged / "sandboxes" / ".loopback"])
 
 
