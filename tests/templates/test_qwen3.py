@@ -108,3 +108,24 @@ def test_invariant_sampled_tokens_are_exactly_the_sampled_ones(
     for _, results in rounds:
         for result in results:
             assert result in qwen3.decode(trace.response_ids)
+
+
+def test_the_reference_llm_reads_a_qwen3_prompt_back(qwen3: ChatTokenizer) -> None:
+    """The scripted policy sees Qwen3's tool turn (results in a user turn) as tool messages."""
+    from farm.chat.chatml import parse_chatml
+
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        *QUESTION,
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "python", "arguments": {"code": "print(7)"}}}
+        ]},
+        {"role": "tool", "content": "7"},
+        {"role": "tool", "content": "x\ny"},
+    ]  # fmt: skip
+    parsed = parse_chatml(qwen3.render(messages, TOOLS, add_generation_prompt=True))
+    assert [m["role"] for m in parsed.messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert parsed.messages[0]["content"] == "Be brief."
+    assert [m["content"] for m in parsed.messages[3:]] == ["7", "x\ny"]
+    assert [t["function"]["name"] for t in parsed.tools] == ["python"]
+    assert parsed.open_role == "assistant"
