@@ -68,6 +68,8 @@ class BwrapLayout:
     uid: int | None = None
     """uid and gid inside the user namespace; None keeps bwrap's default (the launcher's own ids)."""
     gid: int | None = None
+    disable_userns: bool = True
+    """No user namespaces inside (the kernel surface most privilege escalations go through)."""
     tmp_size: int | None = None
     """Size cap of /tmp in bytes."""
     stage: Callable[[str], str] = _unstaged
@@ -94,6 +96,8 @@ def build_argv(bwrap: str, layout: BwrapLayout, command: list[str]) -> list[str]
     argv += ["--hostname", layout.hostname]
     if layout.uid is not None:
         argv += ["--uid", str(layout.uid), "--gid", str(layout.gid if layout.gid is not None else layout.uid)]
+    if layout.disable_userns:
+        argv += ["--unshare-user", "--disable-userns"]
     if layout.die_with_parent:
         argv.append("--die-with-parent")
     if layout.info_fd is not None:

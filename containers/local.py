@@ -211,6 +211,8 @@ class LocalRuntime:
             uid=inner,
             gid=inner,
             tmp_size=host_limits.tmp_size_bytes(spec.limits),
+            # Unprivileged, pasta joins the sandbox's own user namespace, which must then not be nested.
+            disable_userns=not (spec.network and os.geteuid() != 0),
         )
         if staging is not None:
             layout.stage = staging.stage

@@ -250,3 +250,15 @@ def test_a_root_private_read_only_bind_is_readable_but_not_writable(runtime: Loc
         assert source.stat().st_mode & 0o777 == 0o700
     finally:
         shutil.rmtree(source)
+
+
+def test_no_user_namespace_mount_or_setuid_escalation_inside(sandbox: Sandbox) -> None:
+    for attempt in (
+        "unshare -U true",
+        "unshare -r id",
+        "unshare -m true",
+        "mount -t tmpfs none /tmp",
+        "python3 -c 'import os; os.setuid(0)'",
+        "echo x > /proc/sysrq-trigger",
+    ):
+        assert sandbox.exec(attempt).exit_code != 0, attempt
