@@ -77,6 +77,16 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
     for node in sorted({w.get("node", "") for w in workers}):
         live.add_metric([node], float(sum(1 for w in workers if w.get("node", "") == node)))
 
+    sandboxes = GaugeMetricFamily(
+        "farm_sandboxes", "Sandboxes alive per node (reported with the workers' heartbeats)", labels=["node"]
+    )
+    by_node: dict[str, int] = {}
+    for w in workers:
+        if "sandboxes" in w:
+            node = w.get("node", "")
+            by_node[node] = max(by_node.get(node, 0), int(w["sandboxes"]))
+    for node, count in sorted(by_node.items()):
+        sandboxes.add_metric([node], float(count))
     gateway = CounterMetricFamily(
         "farm_gateway_calls", "Model calls answered and recorded by the gateway", labels=["provider"]
     )
@@ -86,6 +96,6 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
 
     registry = CollectorRegistry()
     families = [finished, active, stage_sum, stage_count, queue, assigned, inflight, healthy]
-    families += [ready_gauge, live, gateway]
+    families += [ready_gauge, live, gateway, sandboxes]
     registry.register(_Snapshot(families))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
