@@ -11,8 +11,6 @@ from fastapi.responses import JSONResponse
 from farm import keys
 from farm.api.cancel import cancel_jobs, resolve_targets
 from farm.api.queues import queue_depths, ready_by_node
-from farm.api.responses import errors
-from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import new_job_id, validate_instance
 from farm.api.url_policy import check_url
@@ -26,6 +24,8 @@ from farm.models.requests import (
     RemoveLLMServerRequest,
 )
 from farm.models.results import JobResult
+from farm.web.responses import errors
+from farm.web.security import require_token
 from farm.workers import live_workers_async
 
 log = logging.getLogger(__name__)

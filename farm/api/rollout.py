@@ -12,8 +12,6 @@ from fastapi.exceptions import RequestValidationError
 
 from farm import keys
 from farm.api.management import ensure_accepting
-from farm.api.responses import errors
-from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import validate_instance
 from farm.api.url_policy import check_url
@@ -21,6 +19,8 @@ from farm.jobs.spec import JobSpec, session_id
 from farm.models.requests import SamplingParams
 from farm.models.results import JobState
 from farm.models.tasks import SessionStatus, SubmitResponse, TaskRequest, TaskStatus
+from farm.web.responses import errors
+from farm.web.security import require_token
 from farm.workers import live_workers_async
 
 router = APIRouter(prefix="/rollout", dependencies=[Depends(require_token)], responses=errors(401, 413))
