@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -160,10 +161,17 @@ async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     }
 
 
+HEALTH_TIMEOUT_S = 0.8
+
+
 @health_router.get("/healthz")
 async def healthz(farm: FarmState = Depends(farm_state)) -> Response:
     try:
-        await farm.redis.ping()
+        # The client retries a lost connection with backoff (seconds); a health probe must not wait for it.
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            await farm.redis.ping()
+    except TimeoutError:
+        return JSONResponse({"ok": False, "redis": "no answer within 0.8 s"}, status_code=503)
     except Exception as exc:
         return JSONResponse({"ok": False, "redis": str(exc)}, status_code=503)
     return JSONResponse({"ok": True})
