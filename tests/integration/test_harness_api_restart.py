@@ -13,7 +13,8 @@ from farm.models.results import JobState
 from tests.integration.test_harness_shell import AGENT, GREETING, submit_task, task_id, wait_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-SLOW_AGENT = "import time; time.sleep(1)\n" + AGENT.replace("OpenAI()", "OpenAI(max_retries=8)")  # calls while the API is down
+# The harness calls the model while the API is down, and retries as SDKs do (on 5xx and connection errors).
+SLOW_AGENT = "import time; time.sleep(1)\n" + AGENT.replace("OpenAI()", "OpenAI(max_retries=8)")
 
 
 def test_a_harness_job_outlives_an_api_restart() -> None:
