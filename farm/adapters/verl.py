@@ -26,7 +26,8 @@ def to_verl(
 ) -> dict[str, Any]:
     """Tensor keys (int64/float32 arrays): prompts, responses, input_ids, attention_mask, position_ids,
     response_mask, rollout_log_probs, rm_scores, rewards. Non-tensor keys (DataProto.non_tensor_batch):
-    uid (group ids, GRPO's grouping key) and traj_idx.
+    uid (group ids, GRPO's grouping key) and traj_idx, dtype=object: convert every other array with
+    torch.from_numpy and pass both to DataProto.from_single_dict.
 
     Too-long sequences raise ValueError unless `truncate` (prompts lose their oldest tokens, responses
     their tail; a truncated response's reward still sits on its last kept token).
@@ -74,7 +75,7 @@ def to_verl(
         "rm_scores": scores,
         "rewards": np.array([s.reward for s in samples], dtype=np.float32),
         "uid": np.array([s.group_id for s in samples], dtype=object),
-        "traj_idx": np.array([s.trajectory_index for s in samples], dtype=np.int64),
+        "traj_idx": np.array([s.trajectory_index for s in samples], dtype=object),
     }
 
 
