@@ -75,7 +75,7 @@ def episode(question: str, *, cut: bool = False) -> tuple[TokenConversation, str
     return conv, "length" if cut else "answer"
 
 
-def _context(job_id: str, metadata: dict[str, Any], task_id: str | None) -> JobContext:
+def context(job_id: str, metadata: dict[str, Any], task_id: str | None) -> JobContext:
     spec = JobSpec(
         job_id=job_id, handler="tool_agent", instance={}, timeout_s=60, metadata=metadata, task_id=task_id
     )
@@ -111,7 +111,7 @@ def job(job_id: str, group: str, reward: float, *, cut: bool = False, per_turn: 
                 }
             ),
         )
-    ctx = _context(job_id, {"group_id": group, "policy_version": 3}, task_id=None)
+    ctx = context(job_id, {"group_id": group, "policy_version": 3}, task_id=None)
     run = RunOutput(traces=traces, finish_reason=finish)
     handler = SimpleNamespace(name="tool_agent")
     return AgentHandler.final_result(handler, ctx, run, EvalOutput(reward=reward))  # type: ignore[arg-type]
