@@ -59,9 +59,9 @@ _children_lock = threading.Lock()
 
 
 def default_root() -> Path:
-    from farm.settings import get_settings
-
-    return Path(get_settings().workdir) / "sandboxes"
+    """`sandboxes` under FARM_WORKDIR (the farm's per-node scratch directory), read from the environment:
+    this package stands alone, without the farm's settings."""
+    return Path(os.environ.get("FARM_WORKDIR") or "/tmp/rollout-farm") / "sandboxes"
 
 
 def _reap_children() -> None:

@@ -12,7 +12,8 @@ Job indexes:
     farm:done                    pubsub channel; a job id is published when it turns terminal
 Tasks (task API):
     farm:task:{task_id}          hash  request, session_ids, created_at
-    farm:tasks                   zset  task id -> created_at
+    farm:tasks                   zset  task id -> created_at; entries past the result TTL are dropped
+                                       at each submission
 Backend pool:
     farm:backends                hash  address -> JSON {kind, weight, gen, order}
     farm:backends:assigned       zset  address -> jobs/sessions currently pinned to it

@@ -10,10 +10,10 @@ from prometheus_client.registry import Collector
 
 from farm import keys
 from farm.api.queues import queue_depths, ready_by_node
-from farm.api.responses import errors
-from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.models.results import STAGES, TERMINAL_STATES
+from farm.web.responses import errors
+from farm.web.security import require_token
 from farm.workers import live_workers_async
 
 router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401))
