@@ -98,3 +98,10 @@ def test_checker_rejects_handler_finish_reasons() -> None:
     with pytest.raises(AssertionError, match="engine"):
         check_generator_output(0, bad, step_wise=True)
     assert not any(sum(m) for m in overlong_filtered(bad))  # what the handler's reasons would do
+
+
+def test_bare_traces_keep_their_trajectories_and_groups() -> None:
+    out = to_skyrl(farm_rollouts.traces())
+    check_generator_output(6, out, step_wise=True)
+    assert out["is_last_step"].count(True) == 6
+    assert {t.instance_id for t in out["trajectory_ids"]} == {"g-a", "g-b"}
