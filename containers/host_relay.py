@@ -20,6 +20,10 @@ from containers.server.wire import RELAY_SOCKET_NAME
 
 MAX_HEAD = 64 * 1024
 HOP_HEADERS = (b"connection", b"keep-alive", b"proxy-connection", b"upgrade")
+UNAVAILABLE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+    b"retry-after: 1\r\nconnection: close\r\n\r\n%s"
+)
 FORBIDDEN = (
     b"HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
 )
@@ -55,8 +59,8 @@ class _Handler(socketserver.BaseRequestHandler):
             return self._refuse(client, b"this sandbox is not granted that path")
         try:
             upstream = socket.create_connection(self.server.target, timeout=10)
-        except OSError:
-            return self._refuse(client, b"the service is unavailable")
+        except OSError:  # a restart of the service: clients retry a 503, not a 403
+            return self._answer(client, UNAVAILABLE, b"the service is unavailable")
         with upstream:
             upstream.settimeout(None)
             upstream.sendall(rewritten + rest)
@@ -78,8 +82,12 @@ class _Handler(socketserver.BaseRequestHandler):
 
     @staticmethod
     def _refuse(client: socket.socket, reason: bytes) -> None:
+        _Handler._answer(client, FORBIDDEN, reason)
+
+    @staticmethod
+    def _answer(client: socket.socket, template: bytes, reason: bytes) -> None:
         with contextlib.suppress(OSError):
-            client.sendall(FORBIDDEN % (len(reason), reason))
+            client.sendall(template % (len(reason), reason))
 
 
 class _RelayServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
