@@ -16,6 +16,7 @@ from farm.ui.auth import require_ui_page, require_ui_token
 from farm.ui.groups import group_view
 from farm.ui.index import JobFilter, JobPage, job_page
 from farm.ui.live import live_snapshot
+from farm.ui.runs import list_runs, run_view, runs_dir
 from farm.ui.trajectory import TraceTokens, job_view, load_result, trace_tokens
 
 HERE = Path(__file__).parent
@@ -118,3 +119,12 @@ async def trace_data(job_id: str, index: int, farm: FarmState = Depends(farm_sta
             status_code=422, detail=f"index: {index} out of range (job has {len(traces)} traces)"
         )
     return trace_tokens(index, traces[index])
+
+
+@pages.get("/runs")
+async def runs_page(request: Request, run: list[str] = Query(default_factory=list)) -> HTMLResponse:
+    """The runs directory's files; `?run=A&run=B` shows up to two of them side by side."""
+    if len(run) > 2:
+        raise HTTPException(status_code=422, detail="run: at most two run files side by side")
+    views = [run_view(name) for name in run]
+    return page(request, "runs.html.j2", files=list_runs(), root=runs_dir(), views=views, chosen=run)
