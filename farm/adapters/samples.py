@@ -28,7 +28,20 @@ class TrainSample:
 
     @property
     def truncated(self) -> bool:
-        return self.trace.finish_reason == "length"
+        return engine_stop_reason(self.trace) == "length"
+
+
+LENGTH_REASONS = frozenset({"length", "context_window"})
+"""Episode ends where the engine (or the context window) cut the sequence rather than a stop token."""
+
+
+def engine_stop_reason(trace: Trace) -> str:
+    """The engine's view of how the trace ended: `length` if its last turn was cut, else `stop`.
+
+    The handler's reasons (`answer`, `finish_tool`, `max_turns`) all end on a sampled stop token;
+    trainers that filter overlong samples (DAPO) must only drop the cut ones.
+    """
+    return "length" if trace.finish_reason in LENGTH_REASONS else "stop"
 
 
 def flatten(source: Source) -> list[TrainSample]:
