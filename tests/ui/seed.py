@@ -8,6 +8,7 @@ import time
 import redis
 
 from farm import keys
+from farm.chat.tokenizer import ChatTokenizer
 from farm.jobs.spec import JobSpec
 from farm.models.results import JobResult, JobState, StageError, Timings, Trace, Trajectory
 
@@ -65,9 +66,12 @@ def seed_long_job(client: redis.Redis, job_id: str, turns: int = 50, tokens: int
     response tokens, drift flags, artifacts and an eval error, stored the way the farm stores results."""
     ids, mask, lps, messages = [], [], [], [{"role": "user", "content": "fix the bug"}]
     per = tokens // (2 * turns)
+    tok = ChatTokenizer.load()
+    said = tok.encode("I will run the tests, read the failing function and patch the off-by-one. ")
+    heard = tok.encode("$ pytest -q\nFAILED tests/test_x.py::test_edge - AssertionError\n")
     for turn in range(turns):
         for k in range(per):
-            ids.append(100 + (turn * 7 + k) % 150)
+            ids.append(said[(turn + k) % len(said)])
             mask.append(1)
             lps.append(-((turn + k) % 11) / 2)
         messages.append(
@@ -80,12 +84,12 @@ def seed_long_job(client: redis.Redis, job_id: str, turns: int = 50, tokens: int
                 ],
             }
         )
-        ids.extend(120 + k % 30 for k in range(per))
+        ids.extend(heard[k % len(heard)] for k in range(per))
         mask.extend([0] * per)
         lps.extend([0.0] * per)
         messages.append({"role": "tool", "tool_call_id": f"c{turn}", "content": f"output {turn}"})
     trace = Trace(
-        prompt_ids=list(range(100, 140)),
+        prompt_ids=tok.encode("<|im_start|>user\nfix the bug<|im_end|>\n"),
         response_ids=ids,
         loss_mask=mask,
         response_logprobs=lps,
