@@ -102,3 +102,14 @@ def test_fifty_turn_30k_token_job_renders_within_a_second(farm: LocalFarm, brows
     browser.execute_script("window.scrollTo(0, 0); arguments[0].scrollIntoView();", details)
     assert re.search(r"\d", browser.find_element(By.ID, "reward").text)
     screenshot(browser, "trajectory")
+
+
+def test_missing_job_and_bad_trace_index_are_clear_errors(farm: LocalFarm, api: httpx.Client) -> None:
+    client = redis.Redis.from_url(farm.redis_url)
+    result = seed_long_job(client, f"err-{time.time_ns()}", turns=2, tokens=40)
+    client.close()
+    missing = api.get("/ui/api/jobs/no-such-job/traces/0")
+    assert missing.status_code == 404 and "job_id" in missing.json()["detail"]
+    bad = api.get(f"/ui/api/jobs/{result.job_id}/traces/3")
+    assert bad.status_code == 422 and "index" in bad.json()["detail"]
+    assert api.get(f"/ui/api/jobs/{result.job_id}/traces/0").json()["segments"][0]["mask"] == 1
