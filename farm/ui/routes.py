@@ -17,7 +17,7 @@ from farm.ui.groups import group_view
 from farm.ui.index import JobFilter, JobPage, job_page
 from farm.ui.live import live_snapshot
 from farm.ui.runs import list_runs, run_view, runs_dir
-from farm.ui.trajectory import TraceTokens, job_view, load_result, trace_tokens
+from farm.ui.trajectory import TraceTokens, job_view, load_result, pending_view, trace_tokens
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -103,9 +103,10 @@ async def group_page(request: Request, group_id: str, farm: FarmState = Depends(
 @pages.get("/jobs/{job_id}")
 async def job_page_view(request: Request, job_id: str, farm: FarmState = Depends(farm_state)) -> HTMLResponse:
     result = await load_result(farm.redis, job_id)
-    if result is None:
-        raise HTTPException(status_code=404, detail=f"job_id {job_id!r}: no finished result")
-    return page(request, "job.html.j2", job=job_view(result))
+    view = job_view(result) if result else await pending_view(farm.redis, job_id)
+    if view is None:
+        raise HTTPException(status_code=404, detail=f"job_id {job_id!r}: no such job")
+    return page(request, "job.html.j2", job=view)
 
 
 @data.get("/jobs/{job_id}/traces/{index}", response_model=TraceTokens)

@@ -59,6 +59,28 @@ class TraceTokens(BaseModel):
     segments: list[Segment]
 
 
+async def pending_view(client: aioredis.Redis, job_id: str) -> JobView | None:
+    """A job without a result yet (queued or in a stage): its state and stage times so far."""
+    fields = await client.hmget(keys.job(job_id), ["spec", "state", "t_queued", "t_init", "t_run", "t_eval"])
+    if fields[0] is None:
+        return None
+    handler = json.loads(fields[0]).get("handler", "?")
+    times = [(stage, float(raw or 0.0)) for stage, raw in zip(STAGES, fields[2:], strict=True)]
+    state = fields[1].decode() if isinstance(fields[1], bytes) else str(fields[1] or "queued")
+    return JobView(
+        job_id=job_id,
+        state=state,
+        handler=handler,
+        reward=None,
+        timeline=times,
+        queued_s=times[0][1],
+        in_stage_s=sum(t for _, t in times[1:]),
+        error=None,
+        artifacts={},
+        traces=[],
+    )
+
+
 async def load_result(client: aioredis.Redis, job_id: str) -> JobResult | None:
     raw = await client.hget(keys.job(job_id), "result")
     return JobResult.model_validate_json(raw) if raw else None

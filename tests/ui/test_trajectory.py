@@ -113,3 +113,14 @@ def test_missing_job_and_bad_trace_index_are_clear_errors(farm: LocalFarm, api: 
     bad = api.get(f"/ui/api/jobs/{result.job_id}/traces/3")
     assert bad.status_code == 422 and "index" in bad.json()["detail"]
     assert api.get(f"/ui/api/jobs/{result.job_id}/traces/0").json()["segments"][0]["mask"] == 1
+    assert api.get("/ui/jobs/no-such-job").status_code == 404
+
+
+def test_unfinished_job_page_shows_its_state(farm: LocalFarm, api: httpx.Client, browser) -> None:
+    backlog = [submit(api, PROBLEM) for _ in range(12)]  # 4 run slots: the last ones wait in the queue
+    browser.get(f"{farm.api_url}/ui/jobs/{backlog[-1]}")
+    state = browser.find_element(By.ID, "job-state").text
+    if state in ("queued", "init", "run", "eval"):
+        assert "No result yet" in browser.find_element(By.ID, "pending").text
+    for job_id in backlog:
+        wait_state(api, job_id, {"done", "failed"})
