@@ -17,7 +17,6 @@ LUA_BUILT_KEYS = {
 PYTHON_KEY_LITERALS = {
     ("farm/gateway/sessions.py", '"farm:gateway:session"'): 1,
     ("farm/demo.py", '"farm:demo:claim"'): 1,
-    ("tasks/orphans.py", 'f"farm:orphan_sweep:'): 1,
 }
 LITERAL = re.compile(r"""(f?["'])farm:[a-z_]+(:[a-z_]+)*:?(["']\s*\.\.|["']|\{)""")
 
