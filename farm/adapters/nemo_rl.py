@@ -3,9 +3,13 @@
 Every message of the trace is kept, in order. Sampled runs of the response become `assistant` entries
 with `generation_logprobs` (what NeMo-RL trains on); each run the farm appended (tool output, user
 feedback, template glue) becomes the messages that followed that assistant turn. The farm records one
-token span per run, not per message: the run's ids sit on its first message and the others carry
-none (`content` keeps every message's text). Likewise the prompt's ids sit on its first message.
-NeMo-RL wants torch tensors there: pass `tensor=torch.tensor`; lists otherwise.
+token span per run, not per message, so a run is cut after each end-of-turn token: when that gives one
+piece per message (chat templates that close every turn with it) each message gets its own ids, the
+template's trailing glue riding on the last. Otherwise the run stays one entry (NeMo-RL's own shape
+for an environment step) whose `content` joins every message's text and whose `messages` lists them.
+The prompt is split the same way. No entry has empty ids (`torch.tensor([])` is float and would turn
+the concatenated ids float). NeMo-RL wants torch tensors there: pass `tensor=torch.tensor`; lists
+otherwise.
 """
 
 from __future__ import annotations
@@ -59,20 +63,56 @@ def _runs(mask: list[int]) -> Iterator[tuple[int, int, int]]:
         start += length
 
 
+def _pieces(ids: list[int], eot: int | None, count: int) -> list[list[int]] | None:
+    """`ids` cut after each `eot`, trailing glue joined to the last piece; None unless `count` pieces."""
+    if eot is None or count == 0:
+        return None
+    pieces: list[list[int]] = [[]]
+    for token in ids:
+        pieces[-1].append(token)
+        if token == eot:
+            pieces.append([])
+    if pieces[0] == [eot] and len(pieces) > 1:  # the end-of-turn token that closes a cut turn
+        pieces[1] = [eot, *pieces[1]]
+        pieces.pop(0)
+    if len(pieces) > 1 and len(pieces) == count + 1:
+        pieces[-2].extend(pieces.pop())
+    return pieces if len(pieces) == count and all(pieces) else None
+
+
 def _entries(
-    messages: list[dict[str, Any]], ids: list[int], wrap: Callable[[list[Any]], Any], fallback_role: str
+    messages: list[dict[str, Any]],
+    ids: list[int],
+    wrap: Callable[[list[Any]], Any],
+    fallback_role: str,
+    eot: int | None,
 ) -> list[dict[str, Any]]:
-    """One entry per message; the span's ids on the first."""
-    if not messages:
-        return [{"role": fallback_role, "content": "", "token_ids": wrap(list(ids))}]
-    return [
-        {
-            "role": str(m.get("role", fallback_role)),
-            "content": _text(m),
-            "token_ids": wrap(list(ids) if i == 0 else []),
-        }
-        for i, m in enumerate(messages)
-    ]
+    pieces = _pieces(ids, eot, len(messages))
+    if pieces is not None:
+        return [
+            {"role": str(m.get("role", fallback_role)), "content": _text(m), "token_ids": wrap(piece)}
+            for m, piece in zip(messages, pieces, strict=True)
+        ]
+    entry: dict[str, Any] = {
+        "role": str(messages[0].get("role", fallback_role)) if messages else fallback_role,
+        "content": "\n".join(_text(m) for m in messages),
+        "token_ids": wrap(list(ids)),
+    }
+    if len(messages) > 1:
+        entry["messages"] = list(messages)
+    return [entry]
+
+
+def _end_of_turn(trace: Any) -> int | None:
+    """The end-of-turn id: what every sampled turn that stopped on its own ends with."""
+    ends = {
+        trace.response_ids[end - 1]
+        for value, _, end in _runs(trace.loss_mask)
+        if value and end < len(trace.response_ids)  # followed by appended messages: it stopped
+    }
+    if trace.finish_reason not in ("length", "context_window") and trace.loss_mask and trace.loss_mask[-1]:
+        ends.add(trace.response_ids[-1])
+    return ends.pop() if len(ends) == 1 else None
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -84,7 +124,8 @@ def _text(message: dict[str, Any]) -> str:
 
 def message_log(sample: TrainSample, wrap: Callable[[list[Any]], Any] = list) -> list[dict[str, Any]]:
     trace = sample.trace
-    log = _entries(list(trace.prompt_messages), list(trace.prompt_ids), wrap, "user")
+    eot = _end_of_turn(trace)
+    log = _entries(list(trace.prompt_messages), list(trace.prompt_ids), wrap, "user", eot)
     messages = trace.response_messages
     cursor = 0  # next response message not yet placed
     for value, start, end in _runs(trace.loss_mask):
@@ -107,5 +148,5 @@ def message_log(sample: TrainSample, wrap: Callable[[list[Any]], Any] = list) ->
             while cursor < len(messages) and messages[cursor].get("role") != "assistant":
                 following.append(messages[cursor])
                 cursor += 1
-            log.extend(_entries(following, ids, wrap, "tool"))
+            log.extend(_entries(following, list(ids), wrap, "tool", eot))
     return log

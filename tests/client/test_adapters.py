@@ -136,6 +136,7 @@ def test_nemo_rl_message_log_partitions_the_tokens(batch: list[JobResult]) -> No
         log = datum["message_log"]
         t = sample.trace
         assert [tok for m in log for tok in m["token_ids"]] == t.prompt_ids + t.response_ids
+        assert all(len(m["token_ids"]) for m in log)
         sampled = [tok for m in log if m["role"] == "assistant" for tok in m["token_ids"]]
         assert sampled == [tok for tok, m in zip(t.response_ids, t.loss_mask, strict=True) if m]
         lps = [lp for m in log if m["role"] == "assistant" for lp in m["generation_logprobs"]]
@@ -145,10 +146,11 @@ def test_nemo_rl_message_log_partitions_the_tokens(batch: list[JobResult]) -> No
 def test_nemo_rl_roles_and_content_follow_the_messages() -> None:
     [datum] = to_nemo_rl([multi_turn_trace(reward=0.5)], tensor=tuple)
     log = datum["message_log"]
-    assert [m["role"] for m in log] == ["system", "user", "assistant", "tool", "assistant"]
-    assert [m["content"] for m in log] == ["s", "q", "call", "out", "done"]
-    assert log[0]["token_ids"] == (1, 2, 3) and log[1]["token_ids"] == ()
-    assert log[2]["token_ids"] == (10, 11) and log[2]["generation_logprobs"] == (-0.1, -0.2)
+    # No end-of-turn token to cut the prompt's span at: one entry keeps both prompt messages.
+    assert [m["role"] for m in log] == ["system", "assistant", "tool", "assistant"]
+    assert [m["content"] for m in log] == ["s\nq", "call", "out", "done"]
+    assert log[0]["token_ids"] == (1, 2, 3) and [m["role"] for m in log[0]["messages"]] == ["system", "user"]
+    assert log[1]["token_ids"] == (10, 11) and log[1]["generation_logprobs"] == (-0.1, -0.2)
     assert datum["total_reward"] == 0.5 and datum["length"] == 3 and datum["loss_multiplier"] == 1.0
 
 

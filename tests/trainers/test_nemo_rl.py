@@ -75,8 +75,18 @@ def test_nemo_rl_accepts_real_farm_trajectories() -> None:
     assert batch["loss_multiplier"] == [1.0] * len(samples)
     assert set(batch["task_name"]) == {"tool_agent"}
     assert {e["group_id"] for e in batch["extra_env_info"]} == {"g-a", "g-b"}
-    tools = [m["content"] for m in data[0]["message_log"] if m["role"] == "tool"]
-    assert tools == ["calc says 1", "search found q0", "calc says 2", "search found q1"]
+    tools = [m for m in data[0]["message_log"] if m["role"] == "tool"]
+    assert [m["content"] for m in tools] == [
+        "calc says 1",
+        "search found q0",
+        "calc says 2",
+        "search found q1",
+    ]
+    # Each message holds its own tokens (ChatML closes every turn with <|im_end|>).
+    tok = farm_rollouts.tokenizer()
+    for message in data[0]["message_log"]:
+        assert message["token_ids"], "an empty tensor would turn NeMo-RL's concatenated ids float"
+        assert message["content"] in tok.decode(message["token_ids"])
 
 
 @pytest.mark.parametrize("key", ["length", "loss_multiplier", "extra_env_info", "idx"])
