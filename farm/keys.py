@@ -77,3 +77,7 @@ def ready(node: str) -> str:
 
 def draining(hostname: str) -> str:
     return f"farm:draining:{hostname}"
+
+
+def orphan_sweep(host: str) -> str:
+    return f"farm:orphan_sweep:{host}"

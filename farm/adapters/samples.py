@@ -106,16 +106,18 @@ def _from_results(results: list[JobResult], index: dict[str, int]) -> list[Train
 
 def _from_traces(traces: list[Trace]) -> list[TrainSample]:
     index: dict[str, int] = {}
+    jobs: dict[str, int] = {}  # traces of one job are one trajectory
     samples = []
     for position, trace in enumerate(traces):
         group_id = _group_key(trace.metadata, f"trace-{position}")
+        job = str(trace.metadata.get("job_id") or f"trace-{position}")
         samples.append(
             TrainSample(
                 trace=trace,
                 reward=float(trace.reward or 0.0),
                 group_index=index.setdefault(group_id, len(index)),
                 group_id=group_id,
-                trajectory_index=position,
+                trajectory_index=jobs.setdefault(job, len(jobs)),
                 job_id=trace.metadata.get("job_id"),
                 state=JobState.done,
             )

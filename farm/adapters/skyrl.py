@@ -8,18 +8,40 @@ which traces belong to one trajectory, adjacent as SkyRL requires. `stop_reasons
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
 from farm.adapters.samples import Source, engine_stop_reason, flatten
 
 
-def to_skyrl(source: Source) -> dict[str, Any]:
-    """`trajectory_ids` are `"{group_id}_{trajectory}"` strings (SkyRL's `TrajectoryID.to_string()`
-    form); `traj_idx` maps each trace to its trajectory (job)."""
+@dataclass(frozen=True)
+class TrajectoryID:
+    """The fields of SkyRL's `TrajectoryID`: the prompt (GRPO group) and the sample's repetition in it."""
+
+    instance_id: str
+    repetition_id: int
+
+    def to_string(self) -> str:
+        return f"{self.instance_id}_{self.repetition_id}"
+
+
+def to_skyrl(source: Source, *, trajectory_id: Callable[..., Any] = TrajectoryID) -> dict[str, Any]:
+    """`trajectory_id`: pass SkyRL's own `TrajectoryID` class to get its objects (called with
+    `instance_id=group_id, repetition_id=n`); `traj_idx` maps each trace to its trajectory (job)."""
     samples = flatten(source)
     response_lengths = [len(s.trace.response_ids) for s in samples]
     positions = [s.trajectory_index for s in samples]
+    repetitions: dict[str, dict[int, int]] = {}
+    ids = []
+    for s in samples:
+        seen = repetitions.setdefault(s.group_id, {})
+        ids.append(
+            trajectory_id(
+                instance_id=s.group_id, repetition_id=seen.setdefault(s.trajectory_index, len(seen))
+            )
+        )
     return {
         "prompt_token_ids": [list(s.trace.prompt_ids) for s in samples],
         "response_ids": [list(s.trace.response_ids) for s in samples],
@@ -27,7 +49,7 @@ def to_skyrl(source: Source) -> dict[str, Any]:
         "loss_masks": [list(s.trace.loss_mask) for s in samples],
         "rollout_logprobs": [list(s.trace.response_logprobs) for s in samples],
         "stop_reasons": [engine_stop_reason(s.trace) for s in samples],
-        "trajectory_ids": [f"{s.group_id}_{s.trajectory_index}" for s in samples],
+        "trajectory_ids": ids,
         "is_last_step": [i + 1 == len(positions) or positions[i + 1] != p for i, p in enumerate(positions)],
         "traj_idx": positions,
         "rollout_metrics": {

@@ -6,13 +6,17 @@ start-up)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from containers import ResourceLimits
+from containers import ReadOnlyBind, ResourceLimits
+from farm.settings import get_settings
 from handlers.harness.gateway_access import RELAY_PORT
 
 HARNESS_LIMITS = ResourceLimits(address_space_mb=None)
 
 
 def sandbox_overrides() -> dict[str, Any]:
-    return {"relay_port": RELAY_PORT, "limits": HARNESS_LIMITS}
+    dirs = [d for d in get_settings().harness_cli_dirs.split(":") if d and os.path.isdir(d)]
+    binds = [ReadOnlyBind(source=d, target=d) for d in dirs]
+    return {"relay_port": RELAY_PORT, "limits": HARNESS_LIMITS, "ro_binds": binds}

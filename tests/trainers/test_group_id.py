@@ -22,6 +22,7 @@ def test_bare_traces_group_by_prompt() -> None:
     samples = flatten(farm_rollouts.traces())
     assert {s.group_id for s in samples} == {"g-a", "g-b"}
     assert len({s.group_index for s in samples}) == 2
+    assert len({s.trajectory_index for s in samples}) == 6  # a job's two traces are one trajectory
 
 
 def test_task_jobs_default_their_group_to_the_task() -> None:

@@ -48,7 +48,7 @@ def check_generator_output(num_prompts: int, out: dict[str, Any], *, step_wise: 
     assert all(isinstance(r, list) for r in rewards) or all(isinstance(r, int | float) for r in rewards)
     assert set(out["stop_reasons"]) <= {"stop", "length"}, "stop reasons are the engine's, not the handler's"
     if step_wise:
-        last, ids = out["is_last_step"], [str(t) for t in out["trajectory_ids"]]
+        last, ids = out["is_last_step"], [t.to_string() for t in out["trajectory_ids"]]
         assert last[-1] is True
         seen: set[str] = set()
         for i, tid in enumerate(ids):
@@ -75,6 +75,11 @@ def test_skyrl_accepts_real_farm_trajectories() -> None:
     samples = flatten(results)
     assert out["rewards"] == [s.reward for s in samples]
     # Only the sample whose last turn hit max_tokens is dropped by DAPO's overlong filter.
+    # GRPO groups by TrajectoryID.instance_id: the prompt, with one repetition per job.
+    assert {t.instance_id for t in out["trajectory_ids"]} == {"g-a", "g-b"}
+    assert sorted({t.to_string() for t in out["trajectory_ids"]}) == [
+        f"g-{g}_{n}" for g in "ab" for n in range(3)
+    ]
     kept = [bool(sum(m)) for m in overlong_filtered(out)]
     assert kept == [s.trace.finish_reason != "length" for s in samples]
     assert kept.count(False) == 1
@@ -93,3 +98,10 @@ def test_checker_rejects_handler_finish_reasons() -> None:
     with pytest.raises(AssertionError, match="engine"):
         check_generator_output(0, bad, step_wise=True)
     assert not any(sum(m) for m in overlong_filtered(bad))  # what the handler's reasons would do
+
+
+def test_bare_traces_keep_their_trajectories_and_groups() -> None:
+    out = to_skyrl(farm_rollouts.traces())
+    check_generator_output(6, out, step_wise=True)
+    assert out["is_last_step"].count(True) == 6
+    assert {t.instance_id for t in out["trajectory_ids"]} == {"g-a", "g-b"}
