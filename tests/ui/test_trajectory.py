@@ -27,8 +27,10 @@ d.traceData.segments.forEach((s, i) => traj.renderSegment(boxes[i], s));
 document.body.offsetHeight;  // force layout
 return performance.now() - t0;"""
 SPANS = (
-    "return Array.from(arguments[0].querySelectorAll('span.t')).map(s => [s.className, s.style.background]);"
+    "return Array.from(arguments[0].querySelectorAll('span.t'))"
+    ".map(s => [s.className, getComputedStyle(s).backgroundColor]);"
 )
+M0_BG = "rgb(241, 241, 241)"
 
 
 def _open_tokens(browser, index: int = 0):
@@ -55,7 +57,10 @@ def test_real_job_tokens_colored_by_loss_mask_with_logprob_on_hover(
     for offset, (cls, bg) in enumerate(spans):
         mask = trace["loss_mask"][start + offset]
         assert f"m{mask}" in cls.split()
-        assert bool(bg) == bool(mask)  # trained tokens carry the logprob heat color
+        # trained tokens carry the logprob heat class and color, the others the mask-0 grey
+        heat = min(9, max(0, int(-trace["response_logprobs"][start + offset] * 2)))
+        assert (f"h{heat}" in cls.split()) == bool(mask)
+        assert (bg == M0_BG) != bool(mask), (cls, bg)
     token = first.find_element(By.CSS_SELECTOR, "span.t")
     ActionChains(browser).move_to_element(token).perform()
     tip = browser.find_element(By.ID, "tip").text
