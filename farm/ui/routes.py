@@ -3,6 +3,7 @@ pages' JavaScript against the API's endpoints (/cancel, /add_llm_server, /remove
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from farm.ui.groups import group_view
 from farm.ui.index import JobFilter, JobPage, job_page
 from farm.ui.live import live_snapshot
 from farm.ui.runs import list_runs, run_view, runs_dir
-from farm.ui.trajectory import TraceTokens, job_view, load_result, pending_view, trace_tokens
+from farm.ui.trajectory import TraceTokens, decoder, job_view, load_result, pending_view, trace_tokens
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -26,6 +27,7 @@ static_files = StaticFiles(directory=HERE / "static")
 pages = APIRouter(prefix="/ui", dependencies=[Depends(require_ui_page)], include_in_schema=False)
 data = APIRouter(prefix="/ui/api", dependencies=[Depends(require_ui_token)], include_in_schema=False)
 public = APIRouter(prefix="/ui", include_in_schema=False)
+_warming: set[asyncio.Task[Any]] = set()
 
 
 def page(request: Request, name: str, **context: Any) -> HTMLResponse:
@@ -104,6 +106,10 @@ async def group_page(request: Request, group_id: str, farm: FarmState = Depends(
 async def job_page_view(request: Request, job_id: str, farm: FarmState = Depends(farm_state)) -> HTMLResponse:
     result = await load_result(farm.redis, job_id)
     view = job_view(result) if result else await pending_view(farm.redis, job_id)
+    if result and result.trajectory.traces:
+        # load the tokenizer while the reader looks at the header, before they open the tokens
+        _warming.add(asyncio.create_task(asyncio.to_thread(decoder, result.trajectory.traces[0])))
+        _warming.difference_update({t for t in _warming if t.done()})
     if view is None:
         raise HTTPException(status_code=404, detail=f"job_id {job_id!r}: no such job")
     return page(request, "job.html.j2", job=view)
@@ -119,7 +125,8 @@ async def trace_data(job_id: str, index: int, farm: FarmState = Depends(farm_sta
         raise HTTPException(
             status_code=422, detail=f"index: {index} out of range (job has {len(traces)} traces)"
         )
-    return trace_tokens(index, traces[index])
+    # decoding 30k tokens (and loading the tokenizer the first time) must not block the event loop
+    return await asyncio.to_thread(trace_tokens, index, traces[index])
 
 
 @pages.get("/runs")

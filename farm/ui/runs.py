@@ -3,6 +3,7 @@ with the report's own functions and drawn as small inline SVG line charts (no Ja
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -71,8 +72,11 @@ def chart(title: str, xs: list[float], ys: list[float]) -> Chart:
         return Chart(title=title, points="", x_max=0.0, y_min=0.0, y_max=0.0)
     x0, x1 = min(xs), max(xs)
     y0, y1 = min(0.0, min(ys)), max(ys)
+    # a span so small its scale overflows (subnormal differences) is drawn flat, like an empty span
     sx = (WIDTH - 2 * PAD) / (x1 - x0) if x1 > x0 else 0.0
     sy = (HEIGHT - 2 * PAD) / (y1 - y0) if y1 > y0 else 0.0
+    sx = sx if math.isfinite(sx) else 0.0
+    sy = sy if math.isfinite(sy) else 0.0
     pts = []
     for x, y in zip(xs, ys, strict=True):
         px = PAD + (x - x0) * sx if sx else WIDTH / 2

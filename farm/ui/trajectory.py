@@ -141,7 +141,7 @@ def segments(trace: Trace, texts: list[str]) -> list[Segment]:
     return out
 
 
-def _decoder(trace: Trace) -> Any:
+def decoder(trace: Trace) -> Any:
     """The trace's tokenizer (metadata `tokenizer`, else the shipped one); None if it cannot be loaded."""
     try:
         from farm.chat.tokenizer import ChatTokenizer
@@ -152,7 +152,7 @@ def _decoder(trace: Trace) -> Any:
 
 
 def trace_tokens(index: int, trace: Trace) -> TraceTokens:
-    hf = _decoder(trace)
+    hf = decoder(trace)
     if hf is not None and all(0 <= i < len(hf) for i in trace.response_ids):
         texts = hf.batch_decode([[i] for i in trace.response_ids], skip_special_tokens=False)
         prompt = hf.decode(trace.prompt_ids, skip_special_tokens=False)

@@ -3,6 +3,7 @@ shows text and logprob, and a 50-turn / 30k-token job renders within a second.""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -21,9 +22,16 @@ from tests.ui.seed import seed_long_job
 pytestmark = pytest.mark.integration
 
 PROBLEM = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
+FULL_RENDER = """const d = arguments[0]; const t0 = performance.now();
+const boxes = d.querySelectorAll('.seg');
+d.traceData.segments.forEach((s, i) => traj.renderSegment(boxes[i], s));
+document.body.offsetHeight;  // force layout
+return performance.now() - t0;"""
 SPANS = (
-    "return Array.from(arguments[0].querySelectorAll('span.t')).map(s => [s.className, s.style.background]);"
+    "return Array.from(arguments[0].querySelectorAll('span.t'))"
+    ".map(s => [s.className, getComputedStyle(s).backgroundColor]);"
 )
+M0_BG = "rgb(241, 241, 241)"
 
 
 def _open_tokens(browser, index: int = 0):
@@ -50,7 +58,10 @@ def test_real_job_tokens_colored_by_loss_mask_with_logprob_on_hover(
     for offset, (cls, bg) in enumerate(spans):
         mask = trace["loss_mask"][start + offset]
         assert f"m{mask}" in cls.split()
-        assert bool(bg) == bool(mask)  # trained tokens carry the logprob heat color
+        # trained tokens carry the logprob heat class and color, the others the mask-0 grey
+        heat = min(9, max(0, int(-trace["response_logprobs"][start + offset] * 2)))
+        assert (f"h{heat}" in cls.split()) == bool(mask)
+        assert (bg == M0_BG) != bool(mask), (cls, bg)
     token = first.find_element(By.CSS_SELECTOR, "span.t")
     ActionChains(browser).move_to_element(token).perform()
     tip = browser.find_element(By.ID, "tip").text
@@ -76,19 +87,20 @@ def test_fifty_turn_30k_token_job_renders_within_a_second(farm: LocalFarm, brows
     stages = [d.get_attribute("data-stage") for d in browser.find_elements(By.CSS_SELECTOR, "#timeline div")]
     assert stages == ["queued", "init", "run", "eval"]
     assert len(browser.find_elements(By.CSS_SELECTOR, "details.tool")) == 100  # 50 calls + 50 results, folded
+    screenshot(browser, "trajectory-header")
 
-    details = _open_tokens(browser)
-    open_ms = float(details.get_attribute("data-render-ms"))
-    assert len(details.find_elements(By.CSS_SELECTOR, ".seg")) == 100
-    # worst case: build every token span of the 30k (as if the reader scrolled through all turns)
-    full_ms = browser.execute_script(
-        """const d = arguments[0]; const t0 = performance.now();
-        const boxes = d.querySelectorAll('.seg');
-        d.traceData.segments.forEach((s, i) => traj.renderSegment(boxes[i], s));
-        document.body.offsetHeight;  // force layout
-        return performance.now() - t0;""",
-        details,
-    )
+    # best of three page loads: the machine is shared, a single sample measures the neighbours' load
+    opens, fulls = [], []
+    for attempt in range(3):
+        if attempt:
+            browser.get(f"{farm.api_url}/ui/jobs/{result.job_id}")
+        details = _open_tokens(browser)
+        opens.append(float(details.get_attribute("data-render-ms")))
+        assert len(details.find_elements(By.CSS_SELECTOR, ".seg")) == 100
+        # worst case: build every token span of the 30k (as if the reader scrolled through all turns)
+        fulls.append(browser.execute_script(FULL_RENDER, details))
+        if max(opens[-1], fulls[-1]) <= 1000:
+            break
     spans = details.find_elements(By.CSS_SELECTOR, "span.t")
     assert len(spans) == len(trace.response_ids)
     masks = browser.execute_script(
@@ -97,10 +109,10 @@ def test_fifty_turn_30k_token_job_renders_within_a_second(farm: LocalFarm, brows
         details,
     )
     assert masks == trace.loss_mask
-    print(f"30k-token trace: open (fetch + lazy turns) {open_ms:.0f} ms, every span built {full_ms:.0f} ms")
-    # The goal is 1 s (README quotes the figures measured on a quiet machine); the test fails only at
-    # a bound no load should reach, so a busy CI machine does not turn speed into a flaky failure.
-    assert open_ms <= 5000 and full_ms <= 5000, (open_ms, full_ms)
+    print(f"30k-token trace: open (fetch + lazy turns) {opens} ms, every span built {fulls} ms")
+    # goal 1 s; on a machine oversubscribed more than 2x (other agents' jobs) only a freeze fails it
+    budget = 1000 if os.getloadavg()[0] <= 2 * (os.cpu_count() or 1) else 3000
+    assert min(opens) <= budget and min(fulls) <= budget, (opens, fulls, os.getloadavg())
     browser.execute_script("window.scrollTo(0, 0); arguments[0].scrollIntoView();", details)
     assert re.search(r"\d", browser.find_element(By.ID, "reward").text)
     screenshot(browser, "trajectory")
