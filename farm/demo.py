@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -64,6 +65,16 @@ def harness_task(task_id: str, harness: str, command: str, samples: int) -> dict
         },
         "metadata": {"problem_id": f"harness-{harness}", "policy_version": 0},
     }
+
+
+def _harness_env(command: str) -> dict[str, str]:
+    """Sandboxes see no home directories: grant the directory tree the harness CLI is installed in."""
+    path = Path(command)
+    if not path.is_absolute():
+        return {}
+    prefix = next((p for p in path.parents if p.name == "node_modules"), path.parent)
+    granted = [d for d in os.environ.get("FARM_HARNESS_CLI_DIRS", "").split(":") if d]
+    return {"FARM_HARNESS_CLI_DIRS": ":".join([*granted, str(prefix.parent)])}
 
 
 def math_task(task_id: str, problem: dict[str, Any], samples: int) -> dict[str, Any]:
@@ -192,6 +203,7 @@ def run_demo(
         workers=default_workers(run_concurrency),
         llm_args=llm_args,
         supervise=True,
+        env=_harness_env(harness[1]) if harness else {},
     )
     batch, code = Batch(), 0
     with stop_signals_as_keyboard_interrupt():
