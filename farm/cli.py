@@ -167,6 +167,13 @@ def print_farm_table(farm: Any, private_redis: bool) -> None:
 @click.option("--token-latency-ms", type=float, default=1.0, show_default=True)
 @click.option("--accuracy", type=float, default=0.5, show_default=True)
 @click.option("--run-concurrency", type=int, default=16, show_default=True)
+@click.option(
+    "--harness",
+    default=None,
+    help="Run this harness CLI (pi, claude_code, codex, qwen_code, gemini_cli, opencode) on a calc.py "
+    "bug-fix task instead of math; the CLI is installed from npm into the harness CLI cache.",
+)
+@click.option("--harness-command", default=None, help="The harness program to run (default: the cached CLI).")
 def demo(
     n_tasks: int,
     samples: int,
@@ -174,9 +181,27 @@ def demo(
     token_latency_ms: float,
     accuracy: float,
     run_concurrency: int,
+    harness: str | None,
+    harness_command: str | None,
 ) -> None:
-    """Start a local farm, run a batch of math rollouts, print a summary, write trajectories."""
+    """Start a local farm, run a batch of math (or harness) rollouts, print a summary, write trajectories."""
     from farm.demo import run_demo
+
+    harness_run: tuple[str, str] | None = None
+    if harness is not None:
+        from handlers.harness.clis import HARNESS_CLIS, CliUnavailable, install_cli
+
+        if harness_command is None:
+            if harness not in HARNESS_CLIS:
+                raise click.BadParameter(f"one of {', '.join(sorted(HARNESS_CLIS))}", param_hint="--harness")
+            try:
+                click.echo(
+                    f"installing {HARNESS_CLIS[harness].package} into the harness CLI cache if needed…"
+                )
+                harness_command = str(install_cli(HARNESS_CLIS[harness]))
+            except (CliUnavailable, RuntimeError) as exc:
+                raise click.ClickException(str(exc)) from exc
+        harness_run = (harness, harness_command)
 
     out = out or Path("farm-runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     settings = get_settings()
@@ -188,6 +213,7 @@ def demo(
         run_concurrency,
         redis_url=given_redis_url(settings),
         api_port=given_api_port(settings),
+        harness=harness_run,
     )
     if code:
         raise click.exceptions.Exit(code)

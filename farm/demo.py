@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,14 @@ from farm.launcher import FarmStartError, LocalFarm, default_workers, stop_signa
 from farm.models.results import JobResult
 from farm.redis_clients import redis_answers
 
+HARNESS_INSTRUCTION = "Fix the add function in calc.py so that test_calc.py passes."
+"""The harness demo's task (handlers/harness/scripts/harness.jsonl has a script per harness for it)."""
+HARNESS_FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "test_calc.py": (
+        'from calc import add\n\nassert add(2, 3) == 5, f"add(2, 3) = {add(2, 3)}"\nprint("ok")\n'
+    ),
+}
 CLAIM_KEY = "farm:demo:claim"
 """Set in the database a demo took for itself (so two demos never take the same one)."""
 INTERRUPTED = 130
@@ -37,6 +46,46 @@ INTERRUPTED = 130
 def math_problems() -> list[dict[str, Any]]:
     text = files("handlers.math").joinpath("problems.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def harness_task(task_id: str, harness: str, command: str, samples: int) -> dict[str, Any]:
+    """A harness CLI fixes calc.py in a fresh repository; the reward is its test in a fresh runtime."""
+    prepare: list[dict[str, Any]] = [{"write": k, "content": v} for k, v in HARNESS_FILES.items()]
+    return {
+        "task_id": task_id,
+        "instruction": HARNESS_INSTRUCTION,
+        "num_samples": samples,
+        "timeout_seconds": 300,
+        "runtime": {"prepare": [*prepare, {"git_init": True}]},
+        "agent": {"harness": harness, "command": command},
+        "builder": {"strategy": "prefix_merging"},
+        "evaluator": {
+            "strategy": "test_on_output",
+            "config": {"command": "python3 test_calc.py", "fresh": True},
+        },
+        "metadata": {"problem_id": f"harness-{harness}", "policy_version": 0},
+    }
+
+
+def _harness_env(command: str) -> dict[str, str]:
+    """Sandboxes see no home directories: grant the directory tree the harness CLI is installed in."""
+    path = Path(command)
+    if not path.is_absolute():
+        return {}
+    prefix = next((p for p in path.parents if p.name == "node_modules"), path.parent)
+    granted = [d for d in os.environ.get("FARM_HARNESS_CLI_DIRS", "").split(":") if d]
+    return {"FARM_HARNESS_CLI_DIRS": ":".join([*granted, str(prefix.parent)])}
+
+
+def math_task(task_id: str, problem: dict[str, Any], samples: int) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "instance": {"handler": "math", "question": problem["question"], "answer": problem["answer"]},
+        "num_samples": samples,
+        "timeout_seconds": 120,
+        "sampling_params": {"temperature": 1.0, "max_tokens": 256},
+        "metadata": {"problem_id": problem["id"], "policy_version": 0},
+    }
 
 
 def cycle_problems(problems: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
@@ -128,10 +177,18 @@ def run_demo(
     run_concurrency: int,
     redis_url: str | None = None,
     api_port: int | None = None,
+    harness: tuple[str, str] | None = None,
 ) -> int:
-    """Runs the demo; returns the exit code (0, or INTERRUPTED after Ctrl-C)."""
+    """Runs the demo; returns the exit code (0, or INTERRUPTED after Ctrl-C). With `harness` (name,
+    command) each task runs that harness CLI on the calc.py task instead of a math problem."""
     console = Console()
-    problems = cycle_problems(math_problems(), n_tasks)
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    if harness is None:
+        bodies = [
+            math_task(f"demo-{stamp}-{p['id']}", p, samples) for p in cycle_problems(math_problems(), n_tasks)
+        ]
+    else:
+        bodies = [harness_task(f"demo-{stamp}-{harness[0]}-{i}", *harness, samples) for i in range(n_tasks)]
     if api_port and port_in_use(api_port):
         raise FarmStartError(f"port {api_port} in use")
     if redis_url and not redis_answers(redis_url):
@@ -146,6 +203,7 @@ def run_demo(
         workers=default_workers(run_concurrency),
         llm_args=llm_args,
         supervise=True,
+        env=_harness_env(harness[1]) if harness else {},
     )
     batch, code = Batch(), 0
     with stop_signals_as_keyboard_interrupt():
@@ -154,7 +212,7 @@ def run_demo(
                 farm.start()
             where = "a private redis-server" if redis_url is None else mask_url(farm.redis_url or "")
             console.print(f"farm up at {farm.api_url}, Redis: {where}")
-            _run_batch(console, farm.api_url, problems, samples, batch)
+            _run_batch(console, farm.api_url, bodies, samples, batch)
         except KeyboardInterrupt:
             console.print(f"interrupted after {len(batch.results)} rollouts; stopping the farm")
             code = INTERRUPTED
@@ -173,26 +231,14 @@ def run_demo(
     return code
 
 
-def _run_batch(
-    console: Console, api: str, problems: list[dict[str, Any]], samples: int, batch: Batch
-) -> None:
-    stamp = time.strftime("%Y%m%d%H%M%S")
-    total = len(problems) * samples
+def _run_batch(console: Console, api: str, bodies: list[dict[str, Any]], samples: int, batch: Batch) -> None:
+    total = len(bodies) * samples
     batch.started = time.monotonic()
     with httpx.Client(base_url=api, timeout=30) as http:
         pending: dict[str, None] = {}
-        for problem in problems:
-            task_id = f"demo-{stamp}-{problem['id']}"
-            body = {
-                "task_id": task_id,
-                "instance": {"handler": "math", "question": problem["question"], "answer": problem["answer"]},
-                "num_samples": samples,
-                "timeout_seconds": 120,
-                "sampling_params": {"temperature": 1.0, "max_tokens": 256},
-                "metadata": {"problem_id": problem["id"], "policy_version": 0},
-            }
+        for body in bodies:
             http.post("/rollout/task/submit", json=body).raise_for_status()
-            pending[task_id] = None
+            pending[body["task_id"]] = None
         results = batch.results
         columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:

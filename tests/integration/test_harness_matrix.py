@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import uuid
-from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -20,31 +19,18 @@ import pytest
 from farm.builders import CompletionRecord, build_traces
 from farm.models import Trace
 from farm.models.results import JobState
-from tests.integration.test_harness_cli import CALC, INSTRUCTION, TEST, npm_install
+from handlers.harness.clis import HARNESS_CLIS, CliUnavailable, install_cli
+from tests.integration.test_harness_cli import CALC, INSTRUCTION, TEST
 from tests.integration.test_harness_shell import submit_task, wait_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@dataclass(frozen=True)
-class Cli:
-    package: str
-    version: str  # versions current on the npm registry on 2026-11-25
-    binary: str
-
-
-MATRIX: dict[str, Cli] = {
-    "pi": Cli("@mariozechner/pi-coding-agent", "0.73.1", "pi"),
-    "claude_code": Cli("@anthropic-ai/claude-code", "2.1.331", "claude"),
-    "codex": Cli("@openai/codex", "0.169.0", "codex"),
-    "qwen_code": Cli("@qwen-code/qwen-code", "0.24.4", "qwen"),
-    "gemini_cli": Cli("@google/gemini-cli", "0.61.0", "gemini"),
-    "opencode": Cli("opencode-ai", "1.18.33", "opencode"),
-}
-
-
-def _installed(cli: Cli) -> str:
-    binary = npm_install(cli.package, cli.version) / "node_modules" / ".bin" / cli.binary
+def _installed(harness: str) -> str:
+    try:
+        binary = install_cli(HARNESS_CLIS[harness])
+    except CliUnavailable as exc:
+        pytest.skip(str(exc))
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=120)
     assert version.returncode == 0, version
     return str(binary)
@@ -60,9 +46,9 @@ def _assert_faithful(trace: Trace, records: dict[str, CompletionRecord]) -> None
             assert trace.response_logprobs[span] == records[cid].response_logprobs
 
 
-@pytest.mark.parametrize("harness", sorted(MATRIX))
+@pytest.mark.parametrize("harness", sorted(HARNESS_CLIS))
 def test_harness_completes_the_sample_task_with_defaults(api: httpx.Client, harness: str) -> None:
-    binary = _installed(MATRIX[harness])
+    binary = _installed(harness)
     task = f"{harness}-fix-{uuid.uuid4().hex[:8]}"
     submit_task(
         api,
