@@ -109,16 +109,36 @@ class ChatTokenizer:
     ) -> list[int]:
         """Ids to append after the last sampled turn of `history` (ids that end at its eot token).
 
-        The earlier ids stay as sampled; only what the template puts after that eot token (the turn
-        separator, the new messages and the generation prompt) is tokenized.
+        History is never re-rendered: the new messages are rendered after a fixed base conversation
+        (a dummy user turn and the last assistant turn) and only the text after the base's last eot
+        token is kept: the turn separator, the new messages and the generation prompt. This is the
+        fixed-base approach of SkyRL (NovaSky-AI/SkyRL@63bda56, skyrl-train/skyrl_train/generators/
+        skyrl_gym_generator.py `base_conversation`,
+        after jybsuper.github.io/posts/multiturn_tokenization). Unlike slicing at the base's length,
+        the cut is found by counting eot tokens, so a template that rewrites the base's assistant
+        turn once it is no longer last (Qwen3 drops its think block) still cuts at the right place.
         """
-        before = self.render(history, tools)
-        after = self.render([*history, *new_messages], tools, add_generation_prompt)
-        if not after.startswith(before):
-            raise ValueError("the chat template is not prefix-stable for these messages")
-        cut = before.rfind(self.eot_token)
-        tail = before[cut + len(self.eot_token) :] if cut >= 0 else before
-        return self.encode(tail + after[len(before) :])
+        base = [_BASE_USER, _base_assistant(history)]
+        eots = self.render(base, tools).count(self.eot_token)
+        full = self.render([*base, *new_messages], tools, add_generation_prompt)
+        cut = -len(self.eot_token)
+        for _ in range(eots):
+            cut = full.find(self.eot_token, cut + len(self.eot_token))
+            if cut < 0:
+                raise ValueError(f"chat template of {self.name!r} lost the end of the base conversation")
+        return self.encode(full[cut + len(self.eot_token) :])
+
+
+_BASE_USER: dict[str, Any] = {"role": "user", "content": "I am a user."}
+
+
+def _base_assistant(history: Sequence[Message]) -> dict[str, Any]:
+    # The real last assistant turn keeps templates happy that check tool results against the calls
+    # that asked for them; its reasoning is dropped because nothing after the cut depends on it.
+    last = history[-1] if history else None
+    if last is not None and last.get("role") == "assistant":
+        return {k: v for k, v in last.items() if k != "reasoning_content"}
+    return {"role": "assistant", "content": "I am an assistant."}
 
 
 def _load_hf(path: str) -> PreTrainedTokenizerBase:
