@@ -27,7 +27,8 @@ def llm() -> None:
 @click.option("--scripts", "scripts", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Script JSONL file for the scripted policy (repeatable).")  # fmt: skip
 @click.option("--no-handler-scripts", is_flag=True, help="Do not load handlers/*/scripts/*.jsonl.")
-@click.option("--tokenizer", default=None, help="Local tokenizer directory (default: the shipped farm-tiny).")
+@click.option("--tokenizer", default=None,
+              help="Local tokenizer directory or pkg:<module> (default: the shipped farm-tiny).")  # fmt: skip
 @click.option("--served-model-name", default=None)
 @click.option("--log-level", default="warning", show_default=True)
 def serve(host: str, port: int, scripts: tuple[str, ...], no_handler_scripts: bool, log_level: str,
