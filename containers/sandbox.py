@@ -4,8 +4,7 @@ teardown goes through the runtime. Usable from any process on the node that has 
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from containers.client import ExecClient
@@ -78,44 +77,22 @@ class Sandbox:
         """Run a registry tool (bash, python, editor, think, finish) with a model's arguments."""
         return call_tool(self.client, name, arguments, timeout=timeout)
 
-    def _host_path(self, remote: str) -> Path | None:
-        """The host path behind `remote` when it lies in the workspace and the workspace is local."""
-        path = PurePosixPath(remote if remote.startswith("/") else f"{self.workdir}/{remote}")
-        try:
-            relative = path.relative_to(self.workdir)
-        except ValueError:
-            return None
-        if ".." in relative.parts or not self.workspace.is_dir():
-            return None
-        return self.workspace / relative
-
     def upload(self, local: str | Path, remote: str) -> None:
-        """Copy a host file or directory to `remote` inside the sandbox (replacing a file, merging a dir)."""
-        local = Path(local)
-        host = self._host_path(remote)
-        if host is not None:
-            host.parent.mkdir(parents=True, exist_ok=True)
-            if local.is_dir():
-                shutil.copytree(local, host, dirs_exist_ok=True, symlinks=True)
-            else:
-                shutil.copy2(local, host)
-            return
+        """Copy a host file or directory to `remote` inside the sandbox (replacing a file, merging a dir).
+
+        The execution server writes it, as the sandbox's user and inside the sandbox's own view, never the
+        host into the workspace: a link the rollout planted there can only lead somewhere the sandbox
+        could write anyway."""
         self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 
     def download(self, remote: str, local: str | Path) -> None:
-        """Copy a file or directory from the sandbox to the host path `local`."""
-        local = Path(local)
-        host = self._host_path(remote)
-        if host is not None:
-            if not host.exists():
-                raise FileNotFoundError(remote)
-            if host.is_dir():
-                shutil.copytree(host, local, dirs_exist_ok=True, symlinks=True)
-            else:
-                local.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(host, local)
-            return
-        files.unpack(self.client.call("get", {"path": remote}, timeout=300.0)["data"], str(local))
+        """Copy a file or directory from the sandbox to the host path `local`.
+
+        The execution server reads it inside the sandbox's view (a link to a host file leads nowhere the
+        sandbox cannot read), and links are not carried to the host at all: a regular file or directory
+        tree arrives, never a link a later reader on the host would follow."""
+        data = self.client.call("get", {"path": remote}, timeout=300.0)["data"]
+        files.unpack(data, str(local), links=False)
 
     def cancel(self) -> dict[str, Any]:
         """Kill the commands running now and interrupt the busy tools; returns within a second."""

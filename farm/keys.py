@@ -12,7 +12,8 @@ Job indexes:
     farm:done                    pubsub channel; a job id is published when it turns terminal
 Tasks (task API):
     farm:task:{task_id}          hash  request, session_ids, created_at
-    farm:tasks                   zset  task id -> created_at
+    farm:tasks                   zset  task id -> created_at; entries past the result TTL are dropped
+                                       at each submission
 Backend pool:
     farm:backends                hash  address -> JSON {kind, weight, gen, order}
     farm:backends:assigned       zset  address -> jobs/sessions currently pinned to it
@@ -32,7 +33,7 @@ Service:
     farm:stall_sweep             string lock: one worker at a time looks for stalled jobs
     farm:reaper                  string lease (2 s): the one worker whose reaper thread currently leads
     farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage},
-                                       jobs_total:{state}
+                                       jobs_total:{state}, gateway_calls:{provider}
 """
 
 PREFIX = "farm:"
@@ -76,3 +77,7 @@ def ready(node: str) -> str:
 
 def draining(hostname: str) -> str:
     return f"farm:draining:{hostname}"
+
+
+def orphan_sweep(host: str) -> str:
+    return f"farm:orphan_sweep:{host}"

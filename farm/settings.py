@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     link-local addresses are refused whatever this says (farm/api/url_policy.py)."""
     callback_allow: str = "0.0.0.0/0,::/0"
     """Where `callback_url` may point, in the same form; metadata and link-local addresses are refused."""
+    harness_cli_dirs: str = ""
+    """Host directories (':'-separated) holding harness CLIs installed on the host (e.g. an npm prefix),
+    bound read-only at the same path into every harness sandbox: homes are hidden from sandboxes, so a
+    CLI installed under ~ is reachable only this way (or from an image)."""
     gateway_url: str | None = None
     """Where workers reach the model gateway (harness sessions), e.g. http://head:8000/gateway;
     unset means the API's own address (`api_host`:`api_port`)."""

@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any, cast
 
 import redis
@@ -113,6 +114,15 @@ def live_run_queues() -> set[str]:
     return _cache[1]
 
 
+def local_sandboxes() -> int:
+    """Sandboxes of this farm on this node (directories under the local runtime's root)."""
+    root = Path(get_settings().workdir) / "sandboxes"
+    try:
+        return sum(1 for entry in os.scandir(root) if not entry.name.startswith(".") and entry.is_dir())
+    except OSError:
+        return 0
+
+
 def _beat(hostname: str, description: dict[str, Any]) -> None:
     r = _client()
     beats = 0
@@ -120,6 +130,10 @@ def _beat(hostname: str, description: dict[str, Any]) -> None:
         with contextlib.suppress(redis.RedisError):
             if not heartbeat(r, hostname):
                 register(r, hostname, description)
+            sandboxes = local_sandboxes()
+            if sandboxes != description.get("sandboxes"):  # written only when it changed
+                description["sandboxes"] = sandboxes
+                r.hset(keys.WORKERS_INFO, hostname, json.dumps({**description, "registered_at": time.time()}))
             beats += 1
             if beats % PRUNE_EVERY == 0:
                 prune(r)

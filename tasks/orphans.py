@@ -56,8 +56,7 @@ def is_orphan(handle: SandboxHandle, fields: dict[str, str | None], now: float) 
 
 def sweep_due(store: JobStore) -> bool:
     """One worker process per host sweeps, at most every SWEEP_EVERY_S."""
-    lock = f"farm:orphan_sweep:{socket.gethostname()}"
-    return bool(store.r.set(lock, "1", nx=True, ex=int(SWEEP_EVERY_S)))
+    return bool(store.r.set(keys.orphan_sweep(socket.gethostname()), "1", nx=True, ex=int(SWEEP_EVERY_S)))
 
 
 def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: float | None = None) -> int:

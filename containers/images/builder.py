@@ -28,9 +28,13 @@ TOOL_PACKAGES = ["ptyprocess>=0.7", "jupyter_client>=8", "ipykernel>=6.29"]
 
 
 def farm_version() -> str:
-    from farm import __version__
+    """The installed rollout-farm's version (read from its distribution, not by importing the farm)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return __version__
+    try:
+        return version("rollout-farm")
+    except PackageNotFoundError:
+        return "0.0.0"
 
 
 class ImageSpec(BaseModel):

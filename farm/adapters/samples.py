@@ -28,7 +28,20 @@ class TrainSample:
 
     @property
     def truncated(self) -> bool:
-        return self.trace.finish_reason == "length"
+        return engine_stop_reason(self.trace) == "length"
+
+
+LENGTH_REASONS = frozenset({"length", "context_window"})
+"""Episode ends where the engine (or the context window) cut the sequence rather than a stop token."""
+
+
+def engine_stop_reason(trace: Trace) -> str:
+    """The engine's view of how the trace ended: `length` if its last turn was cut, else `stop`.
+
+    The handler's reasons (`answer`, `finish_tool`, `max_turns`) all end on a sampled stop token;
+    trainers that filter overlong samples (DAPO) must only drop the cut ones.
+    """
+    return "length" if trace.finish_reason in LENGTH_REASONS else "stop"
 
 
 def flatten(source: Source) -> list[TrainSample]:
@@ -93,16 +106,18 @@ def _from_results(results: list[JobResult], index: dict[str, int]) -> list[Train
 
 def _from_traces(traces: list[Trace]) -> list[TrainSample]:
     index: dict[str, int] = {}
+    jobs: dict[str, int] = {}  # traces of one job are one trajectory
     samples = []
     for position, trace in enumerate(traces):
         group_id = _group_key(trace.metadata, f"trace-{position}")
+        job = str(trace.metadata.get("job_id") or f"trace-{position}")
         samples.append(
             TrainSample(
                 trace=trace,
                 reward=float(trace.reward or 0.0),
                 group_index=index.setdefault(group_id, len(index)),
                 group_id=group_id,
-                trajectory_index=position,
+                trajectory_index=jobs.setdefault(job, len(jobs)),
                 job_id=trace.metadata.get("job_id"),
                 state=JobState.done,
             )

@@ -1,28 +1,60 @@
-"""SkyRL-Agent's backend-agnostic `post_process` dict (seed 004, Listing 3)."""
+"""SkyRL's `GeneratorOutput` (skyrl/train/generators/base.py): parallel lists, one entry per trace.
+
+Jobs with several traces (one per turn) are step-wise output: `trajectory_ids` and `is_last_step` mark
+which traces belong to one trajectory, adjacent as SkyRL requires. `stop_reasons` are the engine's
+(`stop` / `length`), which SkyRL's DAPO overlong filter reads.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from farm.adapters.samples import Source, flatten
+from farm.adapters.samples import Source, engine_stop_reason, flatten
 
 
-def to_skyrl(source: Source) -> dict[str, Any]:
-    """Parallel lists, one entry per trace; `traj_idx` maps each trace to its trajectory (job)."""
+@dataclass(frozen=True)
+class TrajectoryID:
+    """The fields of SkyRL's `TrajectoryID`: the prompt (GRPO group) and the sample's repetition in it."""
+
+    instance_id: str
+    repetition_id: int
+
+    def to_string(self) -> str:
+        return f"{self.instance_id}_{self.repetition_id}"
+
+
+def to_skyrl(source: Source, *, trajectory_id: Callable[..., Any] = TrajectoryID) -> dict[str, Any]:
+    """`trajectory_id`: pass SkyRL's own `TrajectoryID` class to get its objects (called with
+    `instance_id=group_id, repetition_id=n`); `traj_idx` maps each trace to its trajectory (job)."""
     samples = flatten(source)
     response_lengths = [len(s.trace.response_ids) for s in samples]
+    positions = [s.trajectory_index for s in samples]
+    repetitions: dict[str, dict[int, int]] = {}
+    ids = []
+    for s in samples:
+        seen = repetitions.setdefault(s.group_id, {})
+        ids.append(
+            trajectory_id(
+                instance_id=s.group_id, repetition_id=seen.setdefault(s.trajectory_index, len(seen))
+            )
+        )
     return {
         "prompt_token_ids": [list(s.trace.prompt_ids) for s in samples],
         "response_ids": [list(s.trace.response_ids) for s in samples],
-        "logprobs": [list(s.trace.response_logprobs) for s in samples],
+        "rewards": [s.reward for s in samples],
         "loss_masks": [list(s.trace.loss_mask) for s in samples],
-        "traj_rewards": [s.reward for s in samples],
-        "traj_idx": [s.trajectory_index for s in samples],
+        "rollout_logprobs": [list(s.trace.response_logprobs) for s in samples],
+        "stop_reasons": [engine_stop_reason(s.trace) for s in samples],
+        "trajectory_ids": ids,
+        "is_last_step": [i + 1 == len(positions) or positions[i + 1] != p for i, p in enumerate(positions)],
+        "traj_idx": positions,
         "rollout_metrics": {
             "rollout_metrics/num_samples": len(samples),
-            "rollout_metrics/num_trajectories": len({s.trajectory_index for s in samples}),
+            "rollout_metrics/num_trajectories": len(set(positions)),
             "rollout_metrics/mean_reward": fmean(s.reward for s in samples) if samples else 0.0,
             "rollout_metrics/mean_response_length": fmean(response_lengths) if samples else 0.0,
             "rollout_metrics/max_response_length": max(response_lengths, default=0),

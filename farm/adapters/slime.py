@@ -1,4 +1,9 @@
-"""Records shaped like slime's `Sample` (one per trace), without importing slime."""
+"""Records shaped like slime's `Sample` (slime/utils/types.py), one per trace, without importing slime.
+
+Samples come grouped: every sample of a group is adjacent (slime's GRPO reshapes rewards into
+`(-1, n_samples_per_prompt)`). Traces of one job share `rollout_id`, so slime's loss reducer counts a
+multi-trace trajectory once; `to_slime_groups` gives the nested prompt x rollout x samples shape.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ class SlimeStatus(StrEnum):
 class SlimeSample(BaseModel):
     group_index: int
     index: int
+    rollout_id: int
+    """The trajectory (job) the trace came from; shared by every trace of that job."""
     prompt: str | list[dict[str, Any]]
     """The prompt messages (slime accepts a string or a message list)."""
     tokens: list[int]
@@ -37,7 +44,16 @@ class SlimeSample(BaseModel):
 
 def to_slime_samples(source: Source, *, label_key: str = "answer") -> list[SlimeSample]:
     """`label_key`: the instance/metadata field copied into `label` when present."""
-    return [_sample(index, s, label_key) for index, s in enumerate(flatten(source))]
+    ordered = sorted(flatten(source), key=lambda s: s.group_index)  # stable: trajectories keep order
+    return [_sample(index, s, label_key) for index, s in enumerate(ordered)]
+
+
+def to_slime_groups(source: Source, *, label_key: str = "answer") -> list[list[list[SlimeSample]]]:
+    """What a slime rollout function returns for multi-trace rollouts: prompt x rollout x samples."""
+    groups: dict[int, dict[int, list[SlimeSample]]] = {}
+    for sample in to_slime_samples(source, label_key=label_key):
+        groups.setdefault(sample.group_index, {}).setdefault(sample.rollout_id, []).append(sample)
+    return [list(rollouts.values()) for rollouts in groups.values()]
 
 
 def _status(sample: TrainSample) -> SlimeStatus:
@@ -55,6 +71,7 @@ def _sample(index: int, sample: TrainSample, label_key: str) -> SlimeSample:
     return SlimeSample(
         group_index=sample.group_index,
         index=index,
+        rollout_id=sample.trajectory_index,
         prompt=list(trace.prompt_messages),
         tokens=[*trace.prompt_ids, *trace.response_ids],
         response=response_text,

@@ -1,7 +1,10 @@
 """veRL-style batch: padded numpy arrays under the keys veRL's DataProto uses (convert with torch.from_numpy).
 
 Prompts are left-padded and responses right-padded, so `input_ids = prompts ++ responses` keeps every
-prompt flush against its response, as veRL's rollout workers produce it.
+prompt flush against its response, as veRL's rollout workers produce it. The reward sits in `rm_scores`
+on the last response token (veRL takes an existing `rm_scores` as the reward). The sampling logprobs
+are `rollout_log_probs`: veRL computes `old_log_probs` itself and refuses a batch that already holds
+different ones.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ def to_verl(
     max_response_length: int | None = None,
     truncate: bool = False,
 ) -> dict[str, Any]:
-    """Keys: prompts, responses, input_ids, attention_mask, position_ids, response_mask,
-    rollout_log_probs / old_log_probs, token_level_scores, rewards (float32/int64 arrays);
-    uid (group ids) and traj_idx as non-tensor arrays.
+    """Tensor keys (int64/float32 arrays): prompts, responses, input_ids, attention_mask, position_ids,
+    response_mask, rollout_log_probs, rm_scores, rewards. Non-tensor keys (DataProto.non_tensor_batch):
+    uid (group ids, GRPO's grouping key) and traj_idx, dtype=object: convert every other array with
+    torch.from_numpy and pass both to DataProto.from_single_dict.
 
     Too-long sequences raise ValueError unless `truncate` (prompts lose their oldest tokens, responses
     their tail; a truncated response's reward still sits on its last kept token).
@@ -68,11 +72,10 @@ def to_verl(
         "position_ids": np.clip(np.cumsum(attention, axis=1) - 1, 0, None),
         "response_mask": response_mask,
         "rollout_log_probs": logprobs,
-        "old_log_probs": logprobs.copy(),
-        "token_level_scores": scores,
+        "rm_scores": scores,
         "rewards": np.array([s.reward for s in samples], dtype=np.float32),
         "uid": np.array([s.group_id for s in samples], dtype=object),
-        "traj_idx": np.array([s.trajectory_index for s in samples], dtype=np.int64),
+        "traj_idx": np.array([s.trajectory_index for s in samples], dtype=object),
     }
 
 

@@ -16,9 +16,9 @@ from farm.agent.conversation import TokenConversation
 from farm.agent.tools import FunctionTool, ToolError
 from farm.chat.tool_calls import parse_assistant
 from farm.errors import JobCancelled, JobDeadlineExceeded
+from farm.handler.context import JobContext
 from farm.inference import ContextOverflow
 from farm.models.results import Trace
-from handlers.context import JobContext
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from farm import __version__
 from farm.api import docs, management, metrics, rollout
 from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
-from farm.api.security import BodySizeLimit
 from farm.api.state import FarmState
 from farm.api.strict_json import StrictJSONBody
 from farm.gateway.app import router as gateway_router
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
 from farm.settings import Settings, get_settings
 from farm.ui import routes as ui
+from farm.web.security import BodySizeLimit
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse
 
-from farm.api.security import require_token
+from farm.web.security import require_token
 
 router = APIRouter(dependencies=[Depends(require_token)], include_in_schema=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -11,8 +12,6 @@ from fastapi.responses import JSONResponse
 from farm import keys
 from farm.api.cancel import cancel_jobs, resolve_targets
 from farm.api.queues import queue_depths, ready_by_node
-from farm.api.responses import errors
-from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import new_job_id, validate_instance
 from farm.api.url_policy import check_url
@@ -26,6 +25,8 @@ from farm.models.requests import (
     RemoveLLMServerRequest,
 )
 from farm.models.results import JobResult
+from farm.web.responses import errors
+from farm.web.security import require_token
 from farm.workers import live_workers_async
 
 log = logging.getLogger(__name__)
@@ -160,10 +161,17 @@ async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     }
 
 
+HEALTH_TIMEOUT_S = 0.8
+
+
 @health_router.get("/healthz")
 async def healthz(farm: FarmState = Depends(farm_state)) -> Response:
     try:
-        await farm.redis.ping()
+        # The client retries a lost connection with backoff (seconds); a health probe must not wait for it.
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            await farm.redis.ping()
+    except TimeoutError:
+        return JSONResponse({"ok": False, "redis": "no answer within 0.8 s"}, status_code=503)
     except Exception as exc:
         return JSONResponse({"ok": False, "redis": str(exc)}, status_code=503)
     return JSONResponse({"ok": True})

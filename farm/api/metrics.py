@@ -10,10 +10,10 @@ from prometheus_client.registry import Collector
 
 from farm import keys
 from farm.api.queues import queue_depths, ready_by_node
-from farm.api.responses import errors
-from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.models.results import STAGES, TERMINAL_STATES
+from farm.web.responses import errors
+from farm.web.security import require_token
 from farm.workers import live_workers_async
 
 router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401))
@@ -77,8 +77,25 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
     for node in sorted({w.get("node", "") for w in workers}):
         live.add_metric([node], float(sum(1 for w in workers if w.get("node", "") == node)))
 
+    sandboxes = GaugeMetricFamily(
+        "farm_sandboxes", "Sandboxes alive per node (reported with the workers' heartbeats)", labels=["node"]
+    )
+    by_node: dict[str, int] = {}
+    for w in workers:
+        if "sandboxes" in w:
+            node = w.get("node", "")
+            by_node[node] = max(by_node.get(node, 0), int(w["sandboxes"]))
+    for node, count in sorted(by_node.items()):
+        sandboxes.add_metric([node], float(count))
+    gateway = CounterMetricFamily(
+        "farm_gateway_calls", "Model calls answered and recorded by the gateway", labels=["provider"]
+    )
+    prefix = "gateway_calls:"
+    for name in sorted(k for k in stats if k.startswith(prefix)):
+        gateway.add_metric([name.removeprefix(prefix)], stats[name])
+
     registry = CollectorRegistry()
     families = [finished, active, stage_sum, stage_count, queue, assigned, inflight, healthy]
-    families += [ready_gauge, live]
+    families += [ready_gauge, live, gateway, sandboxes]
     registry.register(_Snapshot(families))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

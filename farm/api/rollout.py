@@ -12,8 +12,6 @@ from fastapi.exceptions import RequestValidationError
 
 from farm import keys
 from farm.api.management import ensure_accepting
-from farm.api.responses import errors
-from farm.api.security import require_token
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import validate_instance
 from farm.api.url_policy import check_url
@@ -21,6 +19,8 @@ from farm.jobs.spec import JobSpec, session_id
 from farm.models.requests import SamplingParams
 from farm.models.results import JobState
 from farm.models.tasks import SessionStatus, SubmitResponse, TaskRequest, TaskStatus
+from farm.web.responses import errors
+from farm.web.security import require_token
 from farm.workers import live_workers_async
 
 router = APIRouter(prefix="/rollout", dependencies=[Depends(require_token)], responses=errors(401, 413))
@@ -77,11 +77,13 @@ def validate_harness_task(body: TaskRequest, instance: dict[str, Any]) -> None:
 
 
 # The task record appears whole or not at all; `submitted` is set only once every session exists.
+# The index of tasks drops the entries whose records have expired (older than the TTL) as it grows.
 _CLAIM_TASK = """
 if redis.call('HSETNX', KEYS[1], 'request', ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'session_ids', ARGV[2], 'created_at', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[3]) - tonumber(ARGV[4])))
 return 1
 """
 SUBMIT_CONCURRENCY = 64

@@ -8,11 +8,15 @@ where a_m are the raw sampled tokens (mask 1, real logprobs) and u_m the canonic
 the next prompt after the server's re-rendering of a_m (mask 0, logprob 0.0). Unlike the reference
 implementation, a link that cannot be stitched (no end-of-turn token in the tail) starts a new trace
 rather than dropping the rest of the chain, and a re-rendered assistant turn that differs from the
-sampled tokens (retokenization drift) is reported in the trace metadata.
+sampled tokens (retokenization drift) is reported in the trace metadata. A re-rendering whose message is
+the sampled one up to serialization (tool-call arguments re-dumped with other key order or spacing,
+content sent back as a list of text parts) is not drift: the sampled tokens stand and the link is
+listed under `reserialized`.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +36,42 @@ def detect_end_of_turn(records: Sequence[CompletionRecord]) -> int | None:
         r.response_ids[-1] for r in records if r.response_ids and r.finish_reason in END_OF_TURN_FINISHES
     )
     return last_tokens.most_common(1)[0][0] if last_tokens else None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def canonical_turn(message: dict[str, Any]) -> tuple[Any, ...]:
+    """An assistant message reduced to what survives re-serialization: text and (name, parsed args)."""
+    calls = tuple(
+        (
+            c.get("function", {}).get("name"),
+            json.dumps(_arguments(c.get("function", {}).get("arguments")), sort_keys=True),
+        )
+        for c in message.get("tool_calls") or []
+        if isinstance(c, dict)
+    )
+    return (message.get("role"), _text(message.get("content")).strip(), calls)
+
+
+def _same_turn_reserialized(prev: CompletionRecord, nxt: CompletionRecord) -> bool:
+    """True when the next prompt echoes prev's sampled message, differing only in serialization."""
+    echoed_at = len(prev.request_messages)
+    if not prev.response_message or len(nxt.request_messages) <= echoed_at:
+        return False
+    return canonical_turn(prev.response_message) == canonical_turn(nxt.request_messages[echoed_at])
 
 
 def group_chains(
@@ -70,6 +110,7 @@ class _TraceBuilder:
     records: list[CompletionRecord] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
     drift: list[dict[str, Any]] = field(default_factory=list)
+    reserialized: list[str] = field(default_factory=list)
     logprobs_available: bool = True
 
     def __post_init__(self) -> None:
@@ -120,6 +161,7 @@ class _TraceBuilder:
                 "split_reason": self.split_reason,
                 "retokenization_drift": bool(self.drift),
                 "drift": self.drift,
+                "reserialized": self.reserialized,
                 "logprobs_available": self.logprobs_available,
             },
         )
@@ -141,7 +183,9 @@ def _merge_chain(
         ends_with_eot = bool(prev.response_ids) and prev.response_ids[-1] == eot
         sampled_body = prev.response_ids[:-1] if ends_with_eot else prev.response_ids
         rendered = tail[:cut]
-        if rendered != sampled_body:
+        if rendered != sampled_body and _same_turn_reserialized(prev, nxt):
+            current.reserialized.append(prev.completion_id)
+        elif rendered != sampled_body:
             mismatch = next(
                 (i for i, (a, b) in enumerate(zip(rendered, sampled_body, strict=False)) if a != b),
                 min(len(rendered), len(sampled_body)),

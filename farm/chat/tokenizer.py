@@ -19,6 +19,12 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "farm-tiny"
 
 Message = Mapping[str, Any]
 
+CONTINUATION_BASE: list[dict[str, Any]] = [
+    {"role": "user", "content": "."},
+    {"role": "assistant", "content": "."},
+]
+"""The conversation new messages are rendered after (farm/chat/tokenizer.py continuation_ids)."""
+
 _cache: dict[str, ChatTokenizer] = {}
 _cache_lock = threading.Lock()
 
@@ -115,38 +121,26 @@ class ChatTokenizer:
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
     ) -> list[int]:
-        """Ids to append after the last sampled turn of `history` (ids that end at its eot token).
+        """Ids to append after the last sampled turn (ids that end at its eot token) for `new_messages`.
 
-        History is never re-rendered: the new messages are rendered after a fixed base conversation
-        (a dummy user turn and the last assistant turn) and only the text after the base's last eot
-        token is kept: the turn separator, the new messages and the generation prompt. This is the
-        fixed-base approach of SkyRL (NovaSky-AI/SkyRL@63bda56, skyrl-train/skyrl_train/generators/
-        skyrl_gym_generator.py `base_conversation`,
-        after jybsuper.github.io/posts/multiturn_tokenization). Unlike slicing at the base's length,
-        the cut is found by counting eot tokens, so a template that rewrites the base's assistant
-        turn once it is no longer last (Qwen3 drops its think block) still cuts at the right place.
+        The history is never rendered again: templates rewrite earlier turns (Qwen3 drops their reasoning,
+        some re-serialize tool-call arguments or stamp a date), so a re-render would not reproduce what
+        was sampled. The new messages are rendered after a fixed base conversation instead, and what the
+        template puts after the base's last eot token is the continuation (as veRL and SkyRL do).
+        `history` is accepted for the caller's symmetry and not read.
         """
-        base = [_BASE_USER, _base_assistant(history)]
-        eots = self.render(base, tools).count(self.eot_token)
-        full = self.render([*base, *new_messages], tools, add_generation_prompt)
+        del history
+        base_turns = self.render(CONTINUATION_BASE, tools).count(self.eot_token)
+        after = self.render([*CONTINUATION_BASE, *new_messages], tools, add_generation_prompt)
+        # The base itself may render differently once it is not the end of the conversation (Qwen3
+        # drops the empty reasoning block of a non-final assistant turn): cut after its last eot token,
+        # wherever that falls, rather than after its text.
         cut = -len(self.eot_token)
-        for _ in range(eots):
-            cut = full.find(self.eot_token, cut + len(self.eot_token))
+        for _ in range(base_turns):
+            cut = after.find(self.eot_token, cut + len(self.eot_token))
             if cut < 0:
-                raise ValueError(f"chat template of {self.name!r} lost the end of the base conversation")
-        return self.encode(full[cut + len(self.eot_token) :])
-
-
-_BASE_USER: dict[str, Any] = {"role": "user", "content": "I am a user."}
-
-
-def _base_assistant(history: Sequence[Message]) -> dict[str, Any]:
-    # The real last assistant turn keeps templates happy that check tool results against the calls
-    # that asked for them; its reasoning is dropped because nothing after the cut depends on it.
-    last = history[-1] if history else None
-    if last is not None and last.get("role") == "assistant":
-        return {k: v for k, v in last.items() if k != "reasoning_content"}
-    return {"role": "assistant", "content": "I am an assistant."}
+                raise ValueError("the chat template drops turns of the conversation it is given")
+        return self.encode(after[cut + len(self.eot_token) :])
 
 
 PKG_PREFIX = "pkg:"

@@ -20,8 +20,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
-from farm.api.responses import errors
-from farm.api.security import require_token
 from farm.builders import CompletionRecord, CompletionTimings, build_traces, builder_names
 from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
@@ -42,6 +40,8 @@ from farm.gateway.sessions import NoCompletion, SessionInfo, SessionNotFound
 from farm.gateway.streaming import UpstreamStream
 from farm.gateway.upstream import UpstreamReply
 from farm.models import BackendInfo, Trace
+from farm.web.responses import errors
+from farm.web.security import require_token
 
 # Session metadata keys that steer the gateway rather than describe the rollout.
 _CONTROL_KEYS = ("model", "sampling_params")

@@ -77,7 +77,13 @@ class AgentHandler(ABC):
         return result
 
     def final_result(self, ctx: JobContext, run: RunOutput, evaluation: EvalOutput) -> JobResult:
-        traces = [trace.model_copy(update={"reward": evaluation.reward}) for trace in run.traces]
+        # The request metadata (group_id, policy_version...) is promised on every trace; the trace's own
+        # keys win. A job sent through the task API has its task as its group.
+        shared = {"group_id": ctx.spec.task_id, **ctx.metadata} if ctx.spec.task_id else dict(ctx.metadata)
+        traces = [
+            trace.model_copy(update={"reward": evaluation.reward, "metadata": {**shared, **trace.metadata}})
+            for trace in run.traces
+        ]
         return JobResult(
             job_id=ctx.job_id,
             state=JobState.done,

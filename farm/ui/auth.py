@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from fastapi import HTTPException, Request
 
-from farm.api.security import require_token
+from farm.web.security import require_token
 
 TOKEN_COOKIE = "farm_token"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -16,6 +16,8 @@ from farm.ui.auth import require_ui_page, require_ui_token
 from farm.ui.groups import group_view
 from farm.ui.index import JobFilter, JobPage, job_page
 from farm.ui.live import live_snapshot
+from farm.ui.runs import list_runs, run_view, runs_dir
+from farm.ui.trajectory import TraceTokens, job_view, load_result, pending_view, trace_tokens
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -96,3 +98,34 @@ async def jobs_data(
 @pages.get("/groups/{group_id}")
 async def group_page(request: Request, group_id: str, farm: FarmState = Depends(farm_state)) -> HTMLResponse:
     return page(request, "group.html.j2", group=await group_view(farm.redis, group_id))
+
+
+@pages.get("/jobs/{job_id}")
+async def job_page_view(request: Request, job_id: str, farm: FarmState = Depends(farm_state)) -> HTMLResponse:
+    result = await load_result(farm.redis, job_id)
+    view = job_view(result) if result else await pending_view(farm.redis, job_id)
+    if view is None:
+        raise HTTPException(status_code=404, detail=f"job_id {job_id!r}: no such job")
+    return page(request, "job.html.j2", job=view)
+
+
+@data.get("/jobs/{job_id}/traces/{index}", response_model=TraceTokens)
+async def trace_data(job_id: str, index: int, farm: FarmState = Depends(farm_state)) -> TraceTokens:
+    result = await load_result(farm.redis, job_id)
+    if result is None:
+        raise HTTPException(status_code=404, detail=f"job_id {job_id!r}: no finished result")
+    traces = result.trajectory.traces
+    if not 0 <= index < len(traces):
+        raise HTTPException(
+            status_code=422, detail=f"index: {index} out of range (job has {len(traces)} traces)"
+        )
+    return trace_tokens(index, traces[index])
+
+
+@pages.get("/runs")
+async def runs_page(request: Request, run: list[str] = Query(default_factory=list)) -> HTMLResponse:
+    """The runs directory's files; `?run=A&run=B` shows up to two of them side by side."""
+    if len(run) > 2:
+        raise HTTPException(status_code=422, detail="run: at most two run files side by side")
+    views = [run_view(name) for name in run]
+    return page(request, "runs.html.j2", files=list_runs(), root=runs_dir(), views=views, chosen=run)

@@ -1,4 +1,7 @@
-"""The worker's side of the gateway's session API (SPEC "Model gateway"): create, end, export."""
+"""The worker's side of the gateway's session API (the contract's "Model gateway"): create, end, export.
+
+An API restart (a deploy, `farm up` restarting its child) must not fail the harness jobs in flight: calls
+that meet no gateway or a 5xx are retried with backoff for up to RETRY_WINDOW_S, as infrastructure."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ import httpx
 from farm.models.results import Trace
 from farm.settings import get_settings
 
-RETRIES = 3
+RETRY_WINDOW_S = 30.0
+"""How long a session call keeps retrying a gateway that does not answer (an API restart takes seconds)."""
 
 
 class GatewayUnavailable(RuntimeError):
@@ -37,7 +41,9 @@ class GatewaySessions:
     def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.base}{path}"
         problem = ""
-        for attempt in range(RETRIES):
+        deadline = time.monotonic() + RETRY_WINDOW_S
+        attempt = 0
+        while attempt == 0 or time.monotonic() < deadline:
             try:
                 response = self.http.post(url, json=body or {})
             except httpx.TransportError as exc:
@@ -50,7 +56,8 @@ class GatewaySessions:
                         )
                     return response.json()
                 problem = f"HTTP {response.status_code}: {response.text[:300]}"
-            time.sleep(0.2 * 2**attempt)
+            time.sleep(min(0.2 * 2**attempt, 2.0, max(deadline - time.monotonic(), 0.0)))
+            attempt += 1
         raise GatewayUnavailable(f"the model gateway at {self.base} did not answer POST {path}: {problem}")
 
     def create(self, task_id: str | None, metadata: dict[str, Any]) -> tuple[str, str]:

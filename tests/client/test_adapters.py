@@ -92,8 +92,10 @@ def test_verl_rows_rebuild_every_trace(batch: list[JobResult], pad: int) -> None
         n = len(t.response_ids)
         assert out["response_mask"][row, :n].tolist() == t.loss_mask
         assert not out["response_mask"][row, n:].any()
-        assert np.allclose(out["old_log_probs"][row, :n], t.response_logprobs)
-        assert out["token_level_scores"][row].sum() == pytest.approx(sample.reward if n else 0.0)
+        assert np.allclose(out["rollout_log_probs"][row, :n], t.response_logprobs)
+        assert out["rm_scores"][row].sum() == pytest.approx(sample.reward if n else 0.0)
+        if n:
+            assert out["rm_scores"][row, n - 1] == pytest.approx(sample.reward)
         assert out["uid"][row] == sample.group_id
         positions = out["position_ids"][row][attention]
         assert positions.tolist() == list(range(len(t.prompt_ids) + n))
@@ -107,7 +109,8 @@ def test_verl_length_limits() -> None:
     out = to_verl([result], pad_token_id=0, max_prompt_length=2, max_response_length=3, truncate=True)
     assert out["prompts"].tolist() == [[2, 3]]
     assert out["responses"].tolist() == [[10, 11, 20]]
-    assert out["token_level_scores"].tolist() == [[0.0, 0.0, 1.0]]
+    assert out["rm_scores"].tolist() == [[0.0, 0.0, 1.0]]
+    assert "old_log_probs" not in out  # veRL computes them and refuses a batch already holding others
 
 
 @settings(max_examples=60, deadline=None)
@@ -117,10 +120,12 @@ def test_skyrl_lists_are_parallel(batch: list[JobResult]) -> None:
     traces_ = [t for r in batch for t in r.trajectory.traces]
     assert out["prompt_token_ids"] == [t.prompt_ids for t in traces_]
     assert out["loss_masks"] == [t.loss_mask for t in traces_]
-    assert out["logprobs"] == [t.response_logprobs for t in traces_]
+    assert out["rollout_logprobs"] == [t.response_logprobs for t in traces_]
+    assert out["stop_reasons"] == ["length" if t.finish_reason == "length" else "stop" for t in traces_]
     idx = [i for i, r in enumerate(batch) for _ in r.trajectory.traces]
     assert out["traj_idx"] == idx
-    assert out["traj_rewards"] == [batch[i].reward for i in idx]
+    assert out["rewards"] == [batch[i].reward for i in idx]
+    assert out["is_last_step"] == [k + 1 == len(idx) or idx[k + 1] != i for k, i in enumerate(idx)]
     assert out["rollout_metrics"]["rollout_metrics/num_samples"] == len(traces_)
 
 
@@ -131,6 +136,7 @@ def test_nemo_rl_message_log_partitions_the_tokens(batch: list[JobResult]) -> No
         log = datum["message_log"]
         t = sample.trace
         assert [tok for m in log for tok in m["token_ids"]] == t.prompt_ids + t.response_ids
+        assert all(len(m["token_ids"]) for m in log)
         sampled = [tok for m in log if m["role"] == "assistant" for tok in m["token_ids"]]
         assert sampled == [tok for tok, m in zip(t.response_ids, t.loss_mask, strict=True) if m]
         lps = [lp for m in log if m["role"] == "assistant" for lp in m["generation_logprobs"]]
@@ -140,10 +146,12 @@ def test_nemo_rl_message_log_partitions_the_tokens(batch: list[JobResult]) -> No
 def test_nemo_rl_roles_and_content_follow_the_messages() -> None:
     [datum] = to_nemo_rl([multi_turn_trace(reward=0.5)], tensor=tuple)
     log = datum["message_log"]
-    assert [m["role"] for m in log] == ["user", "assistant", "tool", "assistant"]
-    assert [m["content"] for m in log[1:]] == ["call", "out", "done"]
+    # No end-of-turn token to cut the prompt's span at: one entry keeps both prompt messages.
+    assert [m["role"] for m in log] == ["system", "assistant", "tool", "assistant"]
+    assert [m["content"] for m in log] == ["s\nq", "call", "out", "done"]
+    assert log[0]["token_ids"] == (1, 2, 3) and [m["role"] for m in log[0]["messages"]] == ["system", "user"]
     assert log[1]["token_ids"] == (10, 11) and log[1]["generation_logprobs"] == (-0.1, -0.2)
-    assert datum["reward"] == 0.5
+    assert datum["total_reward"] == 0.5 and datum["length"] == 3 and datum["loss_multiplier"] == 1.0
 
 
 def test_slime_samples() -> None:
@@ -157,7 +165,7 @@ def test_slime_samples() -> None:
     assert first.response == "calldone"
     assert first.status is SlimeStatus.completed and second.status is SlimeStatus.truncated
     assert (first.group_index, second.group_index) == (0, 0)
-    assert (first.index, second.index) == (0, 1)
+    assert (first.index, second.index) == (0, 1) and (first.rollout_id, second.rollout_id) == (0, 1)
 
 
 def test_groups_supply_rewards_and_group_indices() -> None:

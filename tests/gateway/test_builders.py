@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +18,7 @@ from farm.builders import (
     detect_end_of_turn,
     discount_rewards,
 )
+from farm.builders.prefix_merging import canonical_turn
 
 EOT = 2
 NEWLINE, TURN_START, ASSISTANT = 3, 4, 5
@@ -231,3 +234,69 @@ def test_calls_without_token_ids_are_skipped_not_invented() -> None:
     empty = CompletionRecord(completion_id="c0", session_id="s")
     assert build_traces("per_request", [empty]) == []
     assert build_traces("prefix_merging", [empty]) == []
+
+
+def _tool_turn(arguments: str) -> dict[str, Any]:
+    call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+    return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
+def _tool_link(echoed: dict[str, Any]) -> list[CompletionRecord]:
+    user = {"role": "user", "content": "fix it"}
+    first = _record(0, [1, 5], [20, 21, EOT], 1).model_copy(
+        update={"request_messages": [user], "response_message": _tool_turn('{"command":"ls","timeout":5}')}
+    )
+    tool = {"role": "tool", "tool_call_id": "call_1", "content": "ok"}
+    # the harness re-sent the call, the server rendered it to other tokens (22 where 21 was sampled)
+    second = _record(1, [1, 5, 20, 22, EOT, 9, 5], [30, EOT], 3).model_copy(
+        update={"request_messages": [user, echoed, tool]}
+    )
+    return [first, second]
+
+
+def test_reserialized_tool_arguments_merge_without_drift() -> None:
+    # pi / opencode / claude_code send arguments back re-dumped: other key order and spacing
+    records = _tool_link(_tool_turn('{"timeout": 5, "command": "ls"}'))
+    (trace,) = build_traces("prefix_merging", records, eot_token_id=EOT)
+    assert trace.metadata["retokenization_drift"] is False
+    assert trace.metadata["reserialized"] == ["c0"]
+    assert trace.response_ids == [20, 21, EOT, 9, 5, 30, EOT]  # the sampled tokens stand
+    assert trace.loss_mask == [1, 1, 1, 0, 0, 1, 1]
+
+
+def test_content_as_text_parts_is_the_same_turn() -> None:
+    first, second = _tool_link({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
+    first = first.model_copy(update={"response_message": {"role": "assistant", "content": "done"}})
+    (trace,) = build_traces("prefix_merging", [first, second], eot_token_id=EOT)
+    assert trace.metadata["reserialized"] == ["c0"]
+    assert trace.metadata["retokenization_drift"] is False
+
+
+@pytest.mark.parametrize(
+    "edited",
+    [
+        _tool_turn('{"command": "rm -rf /", "timeout": 5}'),  # the harness changed the arguments
+        {**_tool_turn('{"command":"ls","timeout":5}'), "content": "I will list files"},
+        {"role": "assistant", "content": ""},  # the call was dropped from history
+    ],
+)
+def test_edited_history_is_still_drift(edited: dict[str, Any]) -> None:
+    (trace,) = build_traces("prefix_merging", _tool_link(edited), eot_token_id=EOT)
+    assert trace.metadata["retokenization_drift"] is True
+    assert trace.metadata["reserialized"] == []
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), _JSON, max_size=5), st.randoms(use_true_random=False))
+def test_canonical_turn_ignores_key_order_and_spacing(args: dict[str, Any], rnd: Any) -> None:
+    items = list(args.items())
+    rnd.shuffle(items)
+    resent = json.dumps(dict(items), indent=rnd.choice([None, 2]), separators=rnd.choice([None, (",", ":")]))
+    assert canonical_turn(_tool_turn(json.dumps(args))) == canonical_turn(_tool_turn(resent))

@@ -179,6 +179,11 @@ def test_status_metrics_health_and_openapi(api: httpx.Client) -> None:
     assert api.get("/healthz").json() == {"ok": True}
     metrics = api.get("/metrics").text
     assert "farm_jobs_finished_total" in metrics and "farm_stage_seconds_total" in metrics
+    deadline = time.monotonic() + 12  # sandbox counts arrive with the workers' heartbeats (every 5 s)
+    while "farm_sandboxes{" not in metrics and time.monotonic() < deadline:
+        time.sleep(0.5)
+        metrics = api.get("/metrics").text
+    assert "farm_sandboxes{" in metrics
     paths = api.get("/openapi.json").json()["paths"]
     for path in [
         "/process",

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from farm.models.results import JobState
+from tests.integration.conftest import harness_cli_cache
 from tests.integration.test_harness_shell import submit_task, wait_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -32,8 +33,7 @@ TEST = 'from calc import add\n\nassert add(2, 3) == 5, f"add(2, 3) = {add(2, 3)}
 
 
 def cli_cache() -> Path:
-    configured = os.environ.get("FARM_HARNESS_CLI_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "rollout-farm" / "harness-cli"
+    return harness_cli_cache()  # granted to the session farm's harness sandboxes (FARM_HARNESS_CLI_DIRS)
 
 
 def npm_install(package: str, version: str) -> Path:

@@ -20,6 +20,8 @@ pytestmark = pytest.mark.integration
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
+RUNS_DIR = Path(tempfile.mkdtemp(prefix="farm-ui-runs-"))
+"""The farm's FARM_RUNS_DIR: tests write run files here and open them at /ui/runs."""
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +39,7 @@ def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
         ],
         llm_servers=1,
         llm_args=["--accuracy", "0.5", "--seed", "7", "--token-latency-ms", "2"],
-        env={"FARM_WORKDIR": str(logs / "work")},
+        env={"FARM_WORKDIR": str(logs / "work"), "FARM_RUNS_DIR": str(RUNS_DIR)},
         log_dir=logs,
     )
     local.start(timeout_s=90)

@@ -96,7 +96,7 @@ class ScriptedPolicy:
 
     def _generic(self, messages: list[dict[str, Any]], question: str, seed: int | None) -> Turn:
         if messages and messages[-1]["role"] == "tool":
-            output = str(messages[-1]["content"]).strip()
+            output = _text(messages[-1]["content"]).strip()
             success, logprob = self._draw(seed)
             answer = output if success else wrong_answer(output)
             return Turn(_say(f"The answer is \\boxed{{{answer}}}."), logprob)
@@ -128,13 +128,13 @@ def _step_turn(
 
 
 def _variables(messages: list[dict[str, Any]], question: str) -> dict[str, str]:
-    tool_output = next((str(m["content"]).strip() for m in reversed(messages) if m["role"] == "tool"), "")
+    tool_output = next((_text(m["content"]).strip() for m in reversed(messages) if m["role"] == "tool"), "")
     return {"tool_output": tool_output, "question": question}
 
 
 def _same_action(taken: dict[str, Any], expected: dict[str, Any]) -> bool:
     """Whether an assistant turn from the history is what a step would have produced."""
-    if str(taken.get("content") or "").strip() != str(expected.get("content") or "").strip():
+    if _text(taken.get("content")).strip() != _text(expected.get("content")).strip():
         return False
     return _calls(taken) == _calls(expected)
 
@@ -152,12 +152,19 @@ def _say(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
+def _text(content: Any) -> str:
+    """Message content as text: harnesses send a string or a list of parts (text parts joined)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
 def _first_user_text(messages: list[dict[str, Any]]) -> str:
-    return next((str(m["content"]) for m in messages if m["role"] == "user"), "")
+    return next((_text(m["content"]) for m in messages if m["role"] == "user"), "")
 
 
 def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
-    return [str(m["content"]) for m in messages if m["role"] == "user"]
+    return [_text(m["content"]) for m in messages if m["role"] == "user"]
 
 
 def find_arithmetic(text: str) -> str | None:

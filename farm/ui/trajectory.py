@@ -1,0 +1,162 @@
+"""One job's trajectory for the viewer: the conversation, each trace's tokens split into loss-mask runs
+(token text decoded per token, logprob beside it), stage timeline, reward, artifacts, error, drift flags.
+
+Tokens are sent per trace on demand (`trace_tokens`) so a 30k-token job's page loads its header at once
+and the browser builds token spans only for the turn a reader opens."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from farm import keys
+from farm.models.results import JobResult, Trace
+
+STAGES = ("queued", "init", "run", "eval")
+
+
+class Segment(BaseModel):
+    """A run of tokens with one loss-mask value: a sampled turn (1) or farm-appended text (0)."""
+
+    mask: int
+    start: int
+    ids: list[int]
+    text: list[str]
+    logprobs: list[float]
+
+
+class TraceSummary(BaseModel):
+    index: int
+    prompt_tokens: int
+    response_tokens: int
+    trained_tokens: int
+    finish_reason: str | None
+    reward: float | None
+    builder: str | None
+    drift: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+
+
+class JobView(BaseModel):
+    job_id: str
+    state: str
+    handler: str
+    reward: float | None
+    timeline: list[tuple[str, float]]
+    queued_s: float
+    in_stage_s: float
+    error: dict[str, Any] | None
+    artifacts: dict[str, str]
+    traces: list[TraceSummary]
+
+
+class TraceTokens(BaseModel):
+    index: int
+    prompt_text: str
+    segments: list[Segment]
+
+
+async def pending_view(client: aioredis.Redis, job_id: str) -> JobView | None:
+    """A job without a result yet (queued or in a stage): its state and stage times so far."""
+    fields = await client.hmget(keys.job(job_id), ["spec", "state", "t_queued", "t_init", "t_run", "t_eval"])
+    if fields[0] is None:
+        return None
+    handler = json.loads(fields[0]).get("handler", "?")
+    times = [(stage, float(raw or 0.0)) for stage, raw in zip(STAGES, fields[2:], strict=True)]
+    state = fields[1].decode() if isinstance(fields[1], bytes) else str(fields[1] or "queued")
+    return JobView(
+        job_id=job_id,
+        state=state,
+        handler=handler,
+        reward=None,
+        timeline=times,
+        queued_s=times[0][1],
+        in_stage_s=sum(t for _, t in times[1:]),
+        error=None,
+        artifacts={},
+        traces=[],
+    )
+
+
+async def load_result(client: aioredis.Redis, job_id: str) -> JobResult | None:
+    raw = await client.hget(keys.job(job_id), "result")
+    return JobResult.model_validate_json(raw) if raw else None
+
+
+def _artifact_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
+
+
+def summarize_trace(index: int, trace: Trace) -> TraceSummary:
+    drift = trace.metadata.get("drift") or []
+    return TraceSummary(
+        index=index,
+        prompt_tokens=len(trace.prompt_ids),
+        response_tokens=len(trace.response_ids),
+        trained_tokens=sum(trace.loss_mask),
+        finish_reason=trace.finish_reason,
+        reward=trace.reward,
+        builder=trace.metadata.get("builder"),
+        drift=drift if isinstance(drift, list) else [{"detail": drift}],
+        messages=[*trace.prompt_messages, *trace.response_messages],
+    )
+
+
+def job_view(result: JobResult) -> JobView:
+    t = result.timings
+    timeline = [(stage, float(getattr(t, stage))) for stage in STAGES]
+    return JobView(
+        job_id=result.job_id,
+        state=result.state.value,
+        handler=result.handler,
+        reward=result.reward,
+        timeline=timeline,
+        queued_s=t.queued,
+        in_stage_s=t.in_stages,
+        error=result.error.model_dump() if result.error else None,
+        artifacts={k: _artifact_text(v) for k, v in result.artifacts.items()},
+        traces=[summarize_trace(i, tr) for i, tr in enumerate(result.trajectory.traces)],
+    )
+
+
+def segments(trace: Trace, texts: list[str]) -> list[Segment]:
+    out: list[Segment] = []
+    start = 0
+    n = len(trace.response_ids)
+    for i in range(1, n + 1):
+        if i == n or trace.loss_mask[i] != trace.loss_mask[start]:
+            out.append(
+                Segment(
+                    mask=trace.loss_mask[start],
+                    start=start,
+                    ids=trace.response_ids[start:i],
+                    text=texts[start:i],
+                    logprobs=trace.response_logprobs[start:i],
+                )
+            )
+            start = i
+    return out
+
+
+def _decoder(trace: Trace) -> Any:
+    """The trace's tokenizer (metadata `tokenizer`, else the shipped one); None if it cannot be loaded."""
+    try:
+        from farm.chat.tokenizer import ChatTokenizer
+
+        return ChatTokenizer.load(trace.metadata.get("tokenizer")).hf
+    except Exception:  # a missing tokenizer degrades to showing ids
+        return None
+
+
+def trace_tokens(index: int, trace: Trace) -> TraceTokens:
+    hf = _decoder(trace)
+    if hf is not None and all(0 <= i < len(hf) for i in trace.response_ids):
+        texts = hf.batch_decode([[i] for i in trace.response_ids], skip_special_tokens=False)
+        prompt = hf.decode(trace.prompt_ids, skip_special_tokens=False)
+    else:
+        texts = [f"⟨{i}⟩" for i in trace.response_ids]
+        prompt = " ".join(map(str, trace.prompt_ids))
+    return TraceTokens(index=index, prompt_text=prompt, segments=segments(trace, texts))

@@ -1,0 +1,128 @@
+"""The trajectory view in a real browser against a real farm: token colors follow the loss mask, hover
+shows text and logprob, and a 50-turn / 30k-token job renders within a second."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+import redis
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from farm.launcher import LocalFarm
+from tests.integration.jobs import submit, wait_state
+from tests.ui.conftest import screenshot
+from tests.ui.seed import seed_long_job
+
+pytestmark = pytest.mark.integration
+
+PROBLEM = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
+SPANS = (
+    "return Array.from(arguments[0].querySelectorAll('span.t')).map(s => [s.className, s.style.background]);"
+)
+
+
+def _open_tokens(browser, index: int = 0):
+    details = browser.find_elements(By.CSS_SELECTOR, "details.trace-tokens")[index]
+    details.find_element(By.TAG_NAME, "summary").click()
+    WebDriverWait(browser, 15).until(lambda d: details.get_attribute("data-render-ms"))
+    WebDriverWait(browser, 5).until(
+        lambda d: details.find_elements(By.CSS_SELECTOR, ".seg[data-rendered] span.t")
+    )
+    return details
+
+
+def test_real_job_tokens_colored_by_loss_mask_with_logprob_on_hover(
+    farm: LocalFarm, api: httpx.Client, browser
+) -> None:
+    job_id = submit(api, PROBLEM)
+    wait_state(api, job_id, {"done", "failed"})
+    trace = api.get(f"/jobs/{job_id}").json()["trajectory"]["traces"][0]
+    browser.get(f"{farm.api_url}/ui/jobs/{job_id}")
+    details = _open_tokens(browser)
+    first = details.find_element(By.CSS_SELECTOR, ".seg[data-rendered]")
+    start = int(first.get_attribute("data-start"))
+    spans = browser.execute_script(SPANS, first)
+    for offset, (cls, bg) in enumerate(spans):
+        mask = trace["loss_mask"][start + offset]
+        assert f"m{mask}" in cls.split()
+        assert bool(bg) == bool(mask)  # trained tokens carry the logprob heat color
+    token = first.find_element(By.CSS_SELECTOR, "span.t")
+    ActionChains(browser).move_to_element(token).perform()
+    tip = browser.find_element(By.ID, "tip").text
+    expected = trace["response_logprobs"][start]
+    assert f"logprob {expected:.4f}" in tip, tip
+    assert token.text.strip() in tip
+
+
+def test_fifty_turn_30k_token_job_renders_within_a_second(farm: LocalFarm, browser) -> None:
+    client = redis.Redis.from_url(farm.redis_url)
+    result = seed_long_job(client, f"long-{time.time_ns()}")
+    client.close()
+    trace = result.trajectory.traces[0]
+    browser.get(f"{farm.api_url}/ui/jobs/{result.job_id}")
+    assert "eval_crash" in browser.find_element(By.ID, "error").text
+    assert browser.find_element(By.CSS_SELECTOR, ".flag.drift")
+    assert [
+        a.get_attribute("data-name") for a in browser.find_elements(By.CSS_SELECTOR, "details.artifact")
+    ] == [
+        "patch",
+        "test_output",
+    ]
+    stages = [d.get_attribute("data-stage") for d in browser.find_elements(By.CSS_SELECTOR, "#timeline div")]
+    assert stages == ["queued", "init", "run", "eval"]
+    assert len(browser.find_elements(By.CSS_SELECTOR, "details.tool")) == 100  # 50 calls + 50 results, folded
+
+    details = _open_tokens(browser)
+    open_ms = float(details.get_attribute("data-render-ms"))
+    assert len(details.find_elements(By.CSS_SELECTOR, ".seg")) == 100
+    # worst case: build every token span of the 30k (as if the reader scrolled through all turns)
+    full_ms = browser.execute_script(
+        """const d = arguments[0]; const t0 = performance.now();
+        const boxes = d.querySelectorAll('.seg');
+        d.traceData.segments.forEach((s, i) => traj.renderSegment(boxes[i], s));
+        document.body.offsetHeight;  // force layout
+        return performance.now() - t0;""",
+        details,
+    )
+    spans = details.find_elements(By.CSS_SELECTOR, "span.t")
+    assert len(spans) == len(trace.response_ids)
+    masks = browser.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('span.t'))"
+        ".map(s => s.classList.contains('m1') ? 1 : 0);",
+        details,
+    )
+    assert masks == trace.loss_mask
+    print(f"30k-token trace: open (fetch + lazy turns) {open_ms:.0f} ms, every span built {full_ms:.0f} ms")
+    # The goal is 1 s (README quotes the figures measured on a quiet machine); the test fails only at
+    # a bound no load should reach, so a busy CI machine does not turn speed into a flaky failure.
+    assert open_ms <= 5000 and full_ms <= 5000, (open_ms, full_ms)
+    browser.execute_script("window.scrollTo(0, 0); arguments[0].scrollIntoView();", details)
+    assert re.search(r"\d", browser.find_element(By.ID, "reward").text)
+    screenshot(browser, "trajectory")
+
+
+def test_missing_job_and_bad_trace_index_are_clear_errors(farm: LocalFarm, api: httpx.Client) -> None:
+    client = redis.Redis.from_url(farm.redis_url)
+    result = seed_long_job(client, f"err-{time.time_ns()}", turns=2, tokens=40)
+    client.close()
+    missing = api.get("/ui/api/jobs/no-such-job/traces/0")
+    assert missing.status_code == 404 and "job_id" in missing.json()["detail"]
+    bad = api.get(f"/ui/api/jobs/{result.job_id}/traces/3")
+    assert bad.status_code == 422 and "index" in bad.json()["detail"]
+    assert api.get(f"/ui/api/jobs/{result.job_id}/traces/0").json()["segments"][0]["mask"] == 1
+    assert api.get("/ui/jobs/no-such-job").status_code == 404
+
+
+def test_unfinished_job_page_shows_its_state(farm: LocalFarm, api: httpx.Client, browser) -> None:
+    backlog = [submit(api, PROBLEM) for _ in range(12)]  # 4 run slots: the last ones wait in the queue
+    browser.get(f"{farm.api_url}/ui/jobs/{backlog[-1]}")
+    state = browser.find_element(By.ID, "job-state").text
+    if state in ("queued", "init", "run", "eval"):
+        assert "No result yet" in browser.find_element(By.ID, "pending").text
+    for job_id in backlog:
+        wait_state(api, job_id, {"done", "failed"})
