@@ -1,0 +1,61 @@
+"""Fixtures for the attack suite: a local (bubblewrap) runtime whose host process carries fake secrets."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from containers.bwrap import find_bwrap
+from containers.local import LocalRuntime
+from containers.sandbox import Sandbox
+from containers.spec import SandboxSpec
+
+FAKE_TOKEN = "farm-secret-token-4b1d"
+FAKE_REDIS_PASSWORD = "redis-pw-9c7e"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def host_secrets() -> Iterator[None]:
+    """The worker's environment as in production: an API token and a Redis URL with a password."""
+    saved = {k: os.environ.get(k) for k in ("FARM_API_TOKEN", "FARM_REDIS_URL")}
+    os.environ["FARM_API_TOKEN"] = FAKE_TOKEN
+    os.environ["FARM_REDIS_URL"] = f"redis://:{FAKE_REDIS_PASSWORD}@127.0.0.1:1/0"
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> LocalRuntime:
+    if find_bwrap() is None:
+        pytest.skip("bubblewrap is not installed")
+    return LocalRuntime(root=tmp_path_factory.mktemp("attack-sandboxes"))
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["net-off", "net-on"])
+def sandbox(runtime: LocalRuntime, request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    with runtime.start(SandboxSpec(network=request.param)) as started:
+        yield started
+
+
+@pytest.fixture
+def host_listener() -> Iterator[int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def secret_found(text: str) -> bool:
+    return FAKE_TOKEN in text or FAKE_REDIS_PASSWORD in text
+
+
+__all__ = ["FAKE_REDIS_PASSWORD", "FAKE_TOKEN", "Path", "secret_found"]
