@@ -4,7 +4,6 @@ teardown goes through the runtime. Usable from any process on the node that has 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +11,7 @@ from containers.client import ExecClient
 from containers.errors import ExecServerError
 from containers.handle import SandboxHandle
 from containers.results import ExecResult, ToolResult
+from containers.safe_paths import download_beneath, upload_beneath
 from containers.server import files
 from containers.tools.registry import DEFAULT_TOOL_TIMEOUT_S, call_tool
 
@@ -94,11 +94,7 @@ class Sandbox:
         local = Path(local)
         host = self._host_path(remote)
         if host is not None:
-            host.parent.mkdir(parents=True, exist_ok=True)
-            if local.is_dir():
-                shutil.copytree(local, host, dirs_exist_ok=True, symlinks=True)
-            else:
-                shutil.copy2(local, host)
+            upload_beneath(local, self.workspace, host.relative_to(self.workspace))
             return
         self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 
@@ -107,13 +103,10 @@ class Sandbox:
         local = Path(local)
         host = self._host_path(remote)
         if host is not None:
-            if not host.exists():
-                raise FileNotFoundError(remote)
-            if host.is_dir():
-                shutil.copytree(host, local, dirs_exist_ok=True, symlinks=True)
-            else:
-                local.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(host, local)
+            try:
+                download_beneath(self.workspace, host.relative_to(self.workspace), local)
+            except FileNotFoundError:
+                raise FileNotFoundError(remote) from None
             return
         files.unpack(self.client.call("get", {"path": remote}, timeout=300.0)["data"], str(local))
 

@@ -13,8 +13,6 @@ import pytest
 
 from containers.sandbox import Sandbox
 
-XFAIL = pytest.mark.xfail(strict=True, reason="issue 14: symlink-safe host I/O not landed")
-
 
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
@@ -31,7 +29,6 @@ def _plant(sandbox: Sandbox, link: str, target: Path) -> None:
     assert result.exit_code == 0, result.stderr
 
 
-@XFAIL
 def test_download_through_file_symlink(sandbox: Sandbox, outside: Path, tmp_path: Path) -> None:
     """Plant loot -> /host/secret.txt; the host downloads 'loot' and gets the host file's content."""
     _plant(sandbox, "loot", outside / "secret.txt")
@@ -41,7 +38,6 @@ def test_download_through_file_symlink(sandbox: Sandbox, outside: Path, tmp_path
     assert not got.exists() or "host-secret" not in got.read_text()
 
 
-@XFAIL
 def test_upload_through_file_symlink(sandbox: Sandbox, outside: Path, tmp_path: Path) -> None:
     """Plant target -> /host/secret.txt; the host uploads to 'target' and overwrites the host file."""
     _plant(sandbox, "target", outside / "secret.txt")
@@ -52,7 +48,6 @@ def test_upload_through_file_symlink(sandbox: Sandbox, outside: Path, tmp_path: 
     assert (outside / "secret.txt").read_text() == "host-secret"
 
 
-@XFAIL
 def test_upload_through_directory_symlink(sandbox: Sandbox, outside: Path, tmp_path: Path) -> None:
     """Plant dir -> /host/private/; the host uploads to 'dir/new.txt' and creates a file outside."""
     _plant(sandbox, "dirlink", outside)
@@ -63,7 +58,6 @@ def test_upload_through_directory_symlink(sandbox: Sandbox, outside: Path, tmp_p
     assert not (outside / "new.txt").exists()
 
 
-@XFAIL
 def test_download_through_directory_symlink(sandbox: Sandbox, outside: Path, tmp_path: Path) -> None:
     """Plant dir -> /host/private/; the host downloads 'dirlink/secret.txt'."""
     _plant(sandbox, "dirlink2", outside)
