@@ -77,49 +77,64 @@ def _open_regular(name: str, dir_fd: int) -> int:
     return fd
 
 
-def _write_into(local: Path, dir_fd: int, name: str) -> None:
-    """Replace `name` in dir_fd with host file `local`; a planted link is replaced, not followed."""
+def _write_into(source: int, dir_fd: int, name: str) -> None:
+    """Replace `name` in dir_fd with the content of `source`; a planted link is replaced, not followed."""
     with suppress(FileNotFoundError):
         if stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode):
             os.unlink(name, dir_fd=dir_fd)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    mode = stat.S_IMODE(local.stat().st_mode)
-    target = os.open(name, flags, mode, dir_fd=dir_fd)
+    target = os.open(name, flags, stat.S_IMODE(os.fstat(source).st_mode), dir_fd=dir_fd)
     try:
-        with open(local, "rb") as source:
-            _copy_fd(source.fileno(), target)
+        _copy_fd(source, target)
     finally:
         os.close(target)
 
 
 def upload_beneath(local: Path, root: Path, relative: str | PurePosixPath) -> None:
-    """Copy a host file or directory to root/relative (replacing a file, merging a directory)."""
+    """Copy a host file or directory to root/relative (replacing a file, merging a directory).
+
+    `local` itself is trusted; what lies inside a local directory may be sandbox-written (the evaluator
+    copies one sandbox's workspace into another), so it is walked by descriptor too: links are copied as
+    links and never followed.
+    """
     parts = _parts(relative)
     if local.is_dir():
-        with open_dir_beneath(root, parts, create=True) as fd:
-            _upload_tree(local, fd)
+        source = os.open(local, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            with open_dir_beneath(root, parts, create=True) as fd:
+                _upload_tree(source, fd)
+        finally:
+            os.close(source)
         return
     if not parts:
         raise UnsafePathError(errno.EISDIR, "cannot replace the root with a file")
-    with open_dir_beneath(root, parts[:-1], create=True) as fd:
-        _write_into(local, fd, parts[-1])
+    with open_dir_beneath(root, parts[:-1], create=True) as fd, open(local, "rb") as source:
+        _write_into(source.fileno(), fd, parts[-1])
 
 
-def _upload_tree(local: Path, dir_fd: int) -> None:
-    for entry in os.scandir(local):
-        path = Path(entry.path)
-        if entry.is_symlink():
+def _upload_tree(source_fd: int, dir_fd: int) -> None:
+    for entry in os.scandir(source_fd):
+        mode = os.lstat(entry.name, dir_fd=source_fd).st_mode
+        if stat.S_ISLNK(mode):
             with suppress(FileNotFoundError):
                 os.unlink(entry.name, dir_fd=dir_fd)
-            os.symlink(os.readlink(path), entry.name, dir_fd=dir_fd)
-        elif entry.is_dir():
-            child = _open_dir(entry.name, dir_fd, create=True)
+            os.symlink(os.readlink(entry.name, dir_fd=source_fd), entry.name, dir_fd=dir_fd)
+        elif stat.S_ISDIR(mode):
+            source = _open_dir(entry.name, source_fd, create=False)
             try:
-                _upload_tree(path, child)
+                child = _open_dir(entry.name, dir_fd, create=True)
+                try:
+                    _upload_tree(source, child)
+                finally:
+                    os.close(child)
             finally:
-                os.close(child)
-        elif entry.is_file():
-            _write_into(path, dir_fd, entry.name)
+                os.close(source)
+        elif stat.S_ISREG(mode):
+            source = _open_regular(entry.name, source_fd)
+            try:
+                _write_into(source, dir_fd, entry.name)
+            finally:
+                os.close(source)
 
 
 def download_beneath(root: Path, relative: str | PurePosixPath, local: Path) -> None:
