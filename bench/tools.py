@@ -83,11 +83,8 @@ def main() -> None:
             )
             rows["exec 'echo hi' (fresh bash in sandbox)"] = measure(lambda: sandbox.exec("echo hi"), n)
             uds = ExecClient(f"unix:{sandbox.info.socket_path}")
-            tcp = ExecClient(f"tcp:{sandbox.info.tcp_address}")
             rows["request round trip, UDS"] = measure(lambda: uds.call("ping"), n)
-            rows["request round trip, TCP loopback"] = measure(lambda: tcp.call("ping"), n)
             uds.close()
-            tcp.close()
         bare = BashSession(cwd=str(root))
         rows["bash echo, bare ptyprocess in-process"] = measure(lambda: bare.run("echo hi"), n)
         bare.close()
@@ -105,6 +102,16 @@ def main() -> None:
             runtime.start(SandboxSpec()).stop()
 
         rows["sandbox start+stop (local, bwrap)"] = measure(start_stop, n, warmup=3)
+
+        def start_exec_stop(network: bool) -> None:
+            with runtime.start(SandboxSpec(network=network)) as sandbox:
+                sandbox.exec("true")
+
+        rows["start+first command+stop, network off"] = measure(lambda: start_exec_stop(False), n, warmup=3)
+        if shutil.which("pasta"):
+            rows["start+first command+stop, network (pasta)"] = measure(
+                lambda: start_exec_stop(True), max(n // 4, 20), warmup=2
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report(rows, n)

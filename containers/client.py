@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
@@ -25,11 +26,27 @@ def connect(address: str, timeout: float) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.settimeout(timeout)
     try:
-        sock.connect(target)
+        if kind == "unix":
+            _connect_unix_nofollow(sock, target)
+        else:
+            sock.connect(target)
     except OSError as exc:
         sock.close()
         raise ExecServerError(f"cannot connect to the execution server at {address}: {exc}") from exc
     return sock
+
+
+def _connect_unix_nofollow(sock: socket.socket, path: str | tuple) -> None:
+    """Connect to the socket file itself, never to what a link planted in its place points at: the
+    control directory is writable from inside the sandbox, which could otherwise send this client (and
+    the commands meant for it) to another sandbox's server or a host service."""
+    fd = os.open(str(path), os.O_PATH | os.O_NOFOLLOW)
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise ConnectionRefusedError(f"{path} is not a socket")
+        sock.connect(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
 
 
 def wait_for_socket(path: str | Path, timeout: float) -> None:

@@ -32,6 +32,15 @@ class SandboxHandle(BaseModel):
     init_start: int | None = None
     cgroup: str | None = None
     """pids cgroup directory, when one was created."""
+    cgroups: list[str] = Field(default_factory=list)
+    """Every cgroup directory the sandbox was put in (pids, memory, cpu), removed at teardown."""
+    uid: int | None = None
+    """Host uid the sandbox's processes run as, when the runtime chose one (run by root): files the host
+    writes into the workspace are given to it."""
+    gid: int | None = None
+    net_pid: int | None = None
+    """Host pid of the userspace networking helper (pasta) of a networked local sandbox."""
+    net_start: int | None = None
     name: str | None = None
     """Apptainer instance or Docker container name."""
     created_at: float

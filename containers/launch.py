@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from containers.server.wire import CONTROL_DIR, SOCKET_NAME
+from containers.server.wire import CONTROL_DIR, RELAY_SOCKET_NAME, SOCKET_NAME
 from containers.spec import SandboxSpec
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -41,7 +41,6 @@ def server_command(
     *,
     host_root: bool,
     ready_fd: int | None = None,
-    tcp_host: str | None = None,
 ) -> list[str]:
     """argv of the execution server. For the host root it runs this interpreter with -S and an explicit
     import path (site processing would triple its start-up time); in an image, the image's python3."""
@@ -59,17 +58,18 @@ def server_command(
         "warm": spec.warm_tools,
         "ttl": spec.ttl_s,
         "ready_fd": ready_fd,
-        "tcp": tcp_host,
         "python": python if (spec.python or host_root) else None,
+        "relay": [spec.relay_port, f"{CONTROL_DIR}/{RELAY_SOCKET_NAME}"] if spec.relay_port else None,
     }
     argv = [python, *flags, "-c", boot, json.dumps(config, separators=(",", ":"))]
     return argv
 
 
 def sandbox_env(
-    spec: SandboxSpec, sandbox_id: str, *, host_root: bool, loopback_ip: str | None
+    spec: SandboxSpec, sandbox_id: str, *, host_root: bool, loopback_ip: str | None = None
 ) -> dict[str, str]:
-    """The whole environment inside a sandbox: a clean base plus the spec's variables."""
+    """The whole environment inside a sandbox: a clean base plus the spec's variables. The local runtime
+    spawns its launcher with exactly this environment (bwrap's in-namespace init keeps its own)."""
     path = BASE_PATH
     if host_root:
         path = f"{os.path.dirname(sys.executable)}:{path}"

@@ -1,14 +1,17 @@
-"""The local rootless runtime: bubblewrap namespaces (user, pid, mount, net, ipc, uts), a read-only root,
-a writable per-sandbox workspace, rlimits, and a pids cgroup when running as root."""
+"""The local rootless runtime: bubblewrap namespaces (user, pid, mount, net, ipc, uts), a read-only root
+with homes and host secrets masked, a writable per-sandbox workspace, an unprivileged host uid, userspace
+networking when asked for, rlimits, and cgroups (pids, memory, cpu) when running as root."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -17,10 +20,20 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from containers import procs
-from containers.bwrap import BwrapLayout, build_argv, find_bwrap
+from containers import egress, procs
+from containers import limits_host as host_limits
+from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
 from containers.handle import SandboxHandle
+from containers.identity import (
+    INNER_UID,
+    HostIdentity,
+    Staging,
+    host_identity,
+    idmap_userns,
+    launcher_preexec,
+    stage_dir,
+)
 from containers.launch import (
     IMAGE_LIB_DIR,
     PACKAGE_DIR,
@@ -29,7 +42,7 @@ from containers.launch import (
     sandbox_env,
     server_command,
 )
-from containers.loopback import LoopbackAllocator
+from containers.netns import attach_pasta, find_pasta
 from containers.sandbox import Sandbox
 from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
@@ -58,11 +71,32 @@ def _reap_children() -> None:
                 del _children[sandbox_id]
 
 
-def host_paths_under_tmp() -> list[str]:
-    """What the execution server needs from the host that the sandbox's private /tmp would hide: a
-    virtual environment (its interpreter) and import-path entries created under /tmp."""
-    wanted = [sys.prefix, os.path.dirname(sys.executable), *host_import_path()]
-    return list(dict.fromkeys(p for p in wanted if p.startswith("/tmp/") and os.path.exists(p)))
+def host_paths_for_server(hidden: list[str]) -> list[str]:
+    """What the execution server needs from the host that the sandbox would not see: the interpreter, its
+    prefixes and import-path entries lying under the private /tmp or a hidden directory (/root, ...)."""
+    wanted = [
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(sys.executable),
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *host_import_path(),
+    ]
+    masked = ["/tmp", *hidden]
+    # Strictly beneath a masked directory: binding /tmp itself (a script's directory on sys.path) or an
+    # ancestor of one would expose the very thing masked.
+    return list(
+        dict.fromkeys(
+            p
+            for p in (os.path.realpath(w) for w in wanted)
+            if any(_beneath(p, m) and p != m for m in masked)
+            and not any(_beneath(m, p) for m in masked)
+            and os.path.exists(p)
+        )
+    )
+
+
+def _beneath(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 class LocalRuntime:
@@ -71,8 +105,8 @@ class LocalRuntime:
     def __init__(self, root: str | Path | None = None, bwrap: str | None = None) -> None:
         self.root = Path(root) if root is not None else default_root()
         self.bwrap = bwrap or find_bwrap()
-        self.loopback = LoopbackAllocator(self.root / ".loopback")
         ensure_bytecode()
+        host_limits.log_fallbacks_once()
 
     def _require_bwrap(self) -> str:
         if not self.bwrap:
@@ -90,10 +124,18 @@ class LocalRuntime:
         sandbox_dir.mkdir(parents=True, mode=0o700)
         workspace.mkdir()
         control.mkdir()
-        loopback_ip = self.loopback.allocate(sandbox_id) if spec.network else None
-        cgroup = None
-        if spec.limits.max_processes and os.geteuid() == 0:
-            cgroup = procs.create_pids_cgroup(f"sb-{sandbox_id}", spec.limits.max_processes)
+        identity = host_identity()
+        if identity is not None:  # the sandbox's host uid owns what it may write, nothing else
+            for path in (workspace, control):
+                os.chown(path, identity.uid, identity.gid)
+        try:
+            host_limits.mount_workspace_quota(
+                workspace, spec.limits, *((identity.uid, identity.gid) if identity else (None, None))
+            )
+        except OSError:
+            shutil.rmtree(sandbox_dir, ignore_errors=True)
+            raise
+        groups = host_limits.create_cgroups(f"sb-{sandbox_id}", spec.limits) if os.geteuid() == 0 else []
         partial = SandboxHandle(
             id=sandbox_id,
             runtime=self.name,
@@ -102,8 +144,10 @@ class LocalRuntime:
             workspace=str(workspace),
             workdir=spec.workdir,
             socket_path=str(control / SOCKET_NAME),
-            loopback_ip=loopback_ip,
-            cgroup=str(cgroup) if cgroup else None,
+            cgroup=str(groups[0]) if groups else None,
+            cgroups=[str(g) for g in groups],
+            uid=identity.uid if identity else None,
+            gid=identity.gid if identity else None,
             created_at=time.time(),
             expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
             labels=spec.labels,
@@ -112,113 +156,182 @@ class LocalRuntime:
         # killed half-way can still be found and stopped (tasks/orphans.py).
         (sandbox_dir / HANDLE_FILE).write_text(partial.model_dump_json())
         try:
-            handle = self._launch(bwrap, spec, partial, control)
+            handle = self._launch(bwrap, spec, partial, control, identity)
         except BaseException:
             self.teardown(partial)
             raise
-        if loopback_ip:
-            self.loopback.reassign(loopback_ip, sandbox_id, handle.init_pid)
         (sandbox_dir / HANDLE_FILE).write_text(handle.model_dump_json())
         return Sandbox(handle, self)
 
-    def _launch(self, bwrap: str, spec: SandboxSpec, handle: SandboxHandle, control: Path) -> SandboxHandle:
+    def _launch(
+        self,
+        bwrap: str,
+        spec: SandboxSpec,
+        handle: SandboxHandle,
+        control: Path,
+        identity: HostIdentity | None,
+    ) -> SandboxHandle:
         host_root = spec.image is None
+        pasta = find_pasta() if spec.network else None
+        if spec.network and pasta is None:
+            raise RuntimeUnavailable("network sandboxes need pasta (Debian package passt)")
+        hidden = self._hidden_paths(spec) if host_root else []
+        staging = Staging(stage_dir()) if identity is not None else None
         ready_r, ready_w = os.pipe()
         info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe() if spec.network else (None, None)
+        # Read-only binds: through an idmapped mount on which host root's files are the sandbox user's (no
+        # copy), or, where the kernel cannot, a copy given to that user when it could not read the source.
+        userns_fd = idmap_userns(identity) if identity is not None and spec.ro_binds else None
+        if userns_fd is not None:
+            bind_sources = [b.source for b in spec.ro_binds]
+        else:
+            bind_sources = [
+                readable_source(b.source, identity, handle, i) for i, b in enumerate(spec.ro_binds)
+            ]
+        # Unprivileged, pasta can only join a sandbox whose user namespace is not nested, which bwrap does
+        # for any uid but 0 inside.
+        inner = (
+            0 if spec.root_inside or (spec.network and identity is None and os.geteuid() != 0) else INNER_UID
+        )
         layout = BwrapLayout(
             root=spec.image or "/",
             workspace=handle.workspace,
             workdir=spec.workdir,
             control_dir=str(control),
             control_target=CONTROL_DIR,
-            network=spec.network,
             hostname=f"sandbox-{handle.id}",
-            ro_binds=[(b.source, b.target) for b in spec.ro_binds],
-            hide=self._hidden_paths(spec) if host_root else [],
-            env=sandbox_env(spec, handle.id, host_root=host_root, loopback_ip=handle.loopback_ip),
+            ro_binds=[(source, b.target) for source, b in zip(bind_sources, spec.ro_binds, strict=True)],
+            hide=hidden,
+            hide_files=[f for f in HIDDEN_HOST_FILES if os.path.isfile(f)] if host_root else [],
+            resolv_conf=spec.network,
             die_with_parent=spec.die_with_parent,
             info_fd=info_w,
+            block_fd=block_r,
+            uid=inner,
+            gid=inner,
+            tmp_size=host_limits.tmp_size_bytes(spec.limits),
+            # Unprivileged, pasta joins the sandbox's own user namespace, which must then not be nested.
+            disable_userns=not (spec.network and os.geteuid() != 0),
         )
+        if staging is not None:
+            layout.stage = staging.stage
+            staging.idmapped, staging.userns_fd = set(bind_sources), userns_fd
         if not host_root:
             layout.ro_binds.append((str(PACKAGE_DIR), f"{IMAGE_LIB_DIR}/containers"))
-        else:  # the sandbox's /tmp is private: bring along the interpreter and import path living there
-            layout.ro_binds += [(p, p) for p in host_paths_under_tmp()]
-        command = server_command(spec, host_root=host_root, ready_fd=ready_w, tcp_host=handle.loopback_ip)
+        else:  # bring along the interpreter and import path living under /tmp or a hidden directory
+            layout.ro_binds += [(p, p) for p in host_paths_for_server(hidden)]
+        # A pids cgroup bounds the sandbox's processes; RLIMIT_NPROC would count every sandbox of the
+        # shared host uid together, so it is only the fallback.
+        limits = spec.limits
+        if any(Path(g, "pids.max").exists() for g in handle.cgroups):
+            limits = limits.model_copy(update={"max_processes": None})
+        command = server_command(
+            spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
+        )
         argv = build_argv(bwrap, layout, command)
-        cgroup_procs = os.path.join(handle.cgroup, "cgroup.procs") if handle.cgroup else None
-
-        def join_cgroup() -> None:
-            if cgroup_procs:
-                with open(cgroup_procs, "w") as procs_file:
-                    procs_file.write(str(os.getpid()))
-
+        env = sandbox_env(spec, handle.id, host_root=host_root)
+        preexec = launcher_preexec(
+            identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
+        )
+        passed = tuple(fd for fd in (ready_w, info_w, block_r) if fd is not None)
         try:
-            with open(control / LOG_FILE, "ab") as log:
+            with open(control.parent / LOG_FILE, "ab") as log:
                 proc = _spawner.submit(
                     subprocess.Popen,
                     argv,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    pass_fds=(ready_w, info_w),
+                    env=env,
+                    pass_fds=passed,
                     start_new_session=True,
-                    preexec_fn=join_cgroup if cgroup_procs else None,
+                    preexec_fn=preexec,
                 ).result()
         finally:
-            os.close(ready_w)
-            os.close(info_w)
+            for fd in passed:
+                os.close(fd)
         with _children_lock:
             _children[handle.id] = proc
         handle = handle.model_copy(update={"pid": proc.pid, "pid_start": procs.start_ticks(proc.pid)})
         (Path(handle.sandbox_dir) / HANDLE_FILE).write_text(handle.model_dump_json())
+        deadline = time.monotonic() + spec.start_timeout_s
         try:
-            info, ready = self._wait_ready(proc, info_r, ready_r, spec.start_timeout_s)
+            info = self._read_info(proc, info_r, deadline)
+            init_pid = int(info["child-pid"])
+            handle = handle.model_copy(
+                update={"init_pid": init_pid, "init_start": procs.start_ticks(init_pid)}
+            )
+            if pasta is not None and block_w is not None:
+                try:
+                    egress.restrict(init_pid, user_namespace=os.geteuid() != 0)
+                except egress.EgressFilterError as error:
+                    raise SandboxStartError(str(error)) from None
+                net_pid = attach_pasta(
+                    pasta, init_pid, Path(handle.sandbox_dir) / "pasta.pid", spec.host_ports
+                )
+                handle = handle.model_copy(
+                    update={"net_pid": net_pid, "net_start": procs.start_ticks(net_pid)}
+                )
+                os.write(block_w, b"1")
+            self._wait_ready(proc, ready_r, deadline, spec.start_timeout_s)
         except SandboxStartError as exc:
-            raise SandboxStartError(f"{exc}\n{self._log_tail(control)}") from None
+            (Path(handle.sandbox_dir) / HANDLE_FILE).write_text(handle.model_dump_json())
+            raise SandboxStartError(f"{exc}\n{self._log_tail(control.parent)}") from None
         finally:
-            os.close(info_r)
-            os.close(ready_r)
-        init_pid = int(info["child-pid"])
-        tcp_port = ready.split()[1] if len(ready.split()) > 1 else "-"
-        return handle.model_copy(
-            update={
-                "init_pid": init_pid,
-                "init_start": procs.start_ticks(init_pid),
-                "tcp_address": f"{handle.loopback_ip}:{tcp_port}" if tcp_port != "-" else None,
-            }
-        )
+            for fd in (info_r, ready_r, block_w):
+                if fd is not None:
+                    os.close(fd)
+        return handle
 
     def _hidden_paths(self, spec: SandboxSpec) -> list[str]:
-        """The sandboxes root (other sandboxes' workspaces) and the spec's masks, where they are visible."""
-        candidates = [str(self.root.resolve()), *spec.hide]
-        return [p for p in candidates if os.path.isdir(p) and not (p + "/").startswith("/tmp/")]
+        """Homes and host state, the farm's workdir, the sandboxes root (other sandboxes' workspaces) and
+        the spec's masks, where they are visible (the sandbox's /tmp is its own)."""
+        candidates = [
+            *HIDDEN_HOST_DIRS,
+            os.environ.get("FARM_WORKDIR", ""),
+            str(self.root.resolve()),
+            *spec.hide,
+        ]
+        found = [os.path.realpath(p) for p in candidates if p and os.path.isdir(p)]
+        return list(dict.fromkeys(p for p in found if p != "/" and not _beneath(p, "/tmp")))
 
     @staticmethod
-    def _wait_ready(
-        proc: subprocess.Popen[bytes], info_r: int, ready_r: int, timeout: float
-    ) -> tuple[dict, str]:
-        deadline = time.monotonic() + timeout
-        buffers = {info_r: b"", ready_r: b""}
-        pending = {info_r, ready_r}
-        while pending:
+    def _read_info(proc: subprocess.Popen[bytes], info_r: int, deadline: float) -> dict:
+        """bwrap's info JSON (the sandbox init's host pid), written once the namespaces exist."""
+        data = b""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxStartError("bwrap reported no sandbox pid in time")
+            readable, _, _ = select.select([info_r], [], [], min(remaining, 0.1))
+            if readable:
+                chunk = os.read(info_r, 4096)
+                data += chunk
+                with contextlib.suppress(ValueError):
+                    return json.loads(data)
+                if not chunk:
+                    raise SandboxStartError(f"sandbox exited during start-up (status {proc.poll()})")
+            elif proc.poll() is not None:
+                raise SandboxStartError(f"sandbox exited during start-up (status {proc.returncode})")
+
+    @staticmethod
+    def _wait_ready(proc: subprocess.Popen[bytes], ready_r: int, deadline: float, timeout: float) -> None:
+        data = b""
+        while b"\n" not in data:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SandboxStartError(f"sandbox not ready after {timeout:g}s")
-            readable, _, _ = select.select(list(pending), [], [], min(remaining, 0.1))
-            for fd in readable:
-                chunk = os.read(fd, 4096)
-                buffers[fd] += chunk
-                if not chunk or (fd == ready_r and b"\n" in buffers[fd]):
-                    pending.discard(fd)
-            if not readable and proc.poll() is not None:
+            readable, _, _ = select.select([ready_r], [], [], min(remaining, 0.1))
+            if readable:
+                chunk = os.read(ready_r, 4096)
+                if not chunk:
+                    break
+                data += chunk
+            elif proc.poll() is not None:
                 raise SandboxStartError(f"sandbox exited during start-up (status {proc.returncode})")
-        if not buffers[ready_r].startswith(b"ready"):
+        if not data.startswith(b"ready"):
             raise SandboxStartError("execution server did not start")
-        try:
-            info = json.loads(buffers[info_r])
-        except ValueError:
-            raise SandboxStartError("bwrap reported no sandbox pid") from None
-        return info, buffers[ready_r].decode().strip()
 
     @staticmethod
     def _log_tail(control: Path, limit: int = 4000) -> str:
@@ -248,8 +361,61 @@ class LocalRuntime:
                 proc.wait(timeout=5)
         procs.wait_gone(handle.pid, handle.pid_start, timeout=5)
         procs.wait_gone(handle.init_pid, handle.init_start, timeout=5)
-        procs.remove_cgroup(handle.cgroup)
-        if handle.loopback_ip:
-            self.loopback.release(handle.loopback_ip, handle.id)
+        procs.kill_verified(handle.net_pid, handle.net_start)
+        procs.wait_gone(handle.net_pid, handle.net_start, timeout=5)
+        for group in handle.cgroups or ([handle.cgroup] if handle.cgroup else []):
+            procs.remove_cgroup(group)
+        host_limits.unmount_workspace(handle.workspace)
         shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
         _reap_children()
+
+
+def readable_by(path: str, identity: HostIdentity) -> bool:
+    """Whether `identity` (no supplementary groups) can reach `path` and read it (a directory: list it)."""
+    try:
+        parts = Path(os.path.realpath(path)).parts
+        for depth in range(1, len(parts) + 1):
+            info = os.stat(os.path.join(*parts[:depth]))
+            last = depth == len(parts)
+            need = (0o4 | (0o1 if stat.S_ISDIR(info.st_mode) else 0)) if last else 0o1
+            if info.st_uid == identity.uid:
+                granted = (info.st_mode >> 6) & 0o7
+            elif info.st_gid == identity.gid:
+                granted = (info.st_mode >> 3) & 0o7
+            else:
+                granted = info.st_mode & 0o7
+            if granted & need != need:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+_warned: set[str] = set()
+
+
+def readable_source(source: str, identity: HostIdentity | None, handle: SandboxHandle, index: int) -> str:
+    """`source` if the sandbox's user can read it where it is, else a copy given to that user: a bind
+    grants no permission, and a tree in a root-only directory would be unreadable inside."""
+    if identity is None or readable_by(source, identity):
+        return source
+    if source not in _warned:
+        _warned.add(source)
+        logging.getLogger(__name__).warning(
+            "%s is not readable by the sandbox user (uid %d): copying it into each sandbox; make it "
+            "world-readable (or set FARM_SANDBOX_UID to a user who can read it) to have it bound instead",
+            source,
+            identity.uid,
+        )
+    copy = Path(handle.sandbox_dir) / "binds" / str(index)
+    copy.parent.mkdir(exist_ok=True)
+    if os.path.isdir(source):
+        shutil.copytree(source, copy, symlinks=True)
+    else:
+        shutil.copy2(source, copy)
+    os.chown(copy.parent, identity.uid, identity.gid)
+    for root, dirs, files in os.walk(copy):
+        os.lchown(root, identity.uid, identity.gid)
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+    return str(copy)

@@ -4,14 +4,13 @@ teardown goes through the runtime. Usable from any process on the node that has 
 from __future__ import annotations
 
 import os
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from containers.client import ExecClient
 from containers.errors import ExecServerError
 from containers.handle import SandboxHandle
 from containers.results import ExecResult, ToolResult
-from containers.safe_paths import download_beneath, upload_beneath
 from containers.server import files
 from containers.tools.registry import DEFAULT_TOOL_TIMEOUT_S, call_tool
 
@@ -78,37 +77,22 @@ class Sandbox:
         """Run a registry tool (bash, python, editor, think, finish) with a model's arguments."""
         return call_tool(self.client, name, arguments, timeout=timeout)
 
-    def _host_path(self, remote: str) -> Path | None:
-        """The host path behind `remote` when it lies in the workspace and the workspace is local."""
-        path = PurePosixPath(remote if remote.startswith("/") else f"{self.workdir}/{remote}")
-        try:
-            relative = path.relative_to(self.workdir)
-        except ValueError:
-            return None
-        if ".." in relative.parts or not self.workspace.is_dir():
-            return None
-        return self.workspace / relative
-
     def upload(self, local: str | Path, remote: str) -> None:
-        """Copy a host file or directory to `remote` inside the sandbox (replacing a file, merging a dir)."""
-        local = Path(local)
-        host = self._host_path(remote)
-        if host is not None:
-            upload_beneath(local, self.workspace, host.relative_to(self.workspace))
-            return
+        """Copy a host file or directory to `remote` inside the sandbox (replacing a file, merging a dir).
+
+        The execution server writes it, as the sandbox's user and inside the sandbox's own view, never the
+        host into the workspace: a link the rollout planted there can only lead somewhere the sandbox
+        could write anyway."""
         self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 
     def download(self, remote: str, local: str | Path) -> None:
-        """Copy a file or directory from the sandbox to the host path `local`."""
-        local = Path(local)
-        host = self._host_path(remote)
-        if host is not None:
-            try:
-                download_beneath(self.workspace, host.relative_to(self.workspace), local)
-            except FileNotFoundError:
-                raise FileNotFoundError(remote) from None
-            return
-        files.unpack(self.client.call("get", {"path": remote}, timeout=300.0)["data"], str(local))
+        """Copy a file or directory from the sandbox to the host path `local`.
+
+        The execution server reads it inside the sandbox's view (a link to a host file leads nowhere the
+        sandbox cannot read), and links are not carried to the host at all: a regular file or directory
+        tree arrives, never a link a later reader on the host would follow."""
+        data = self.client.call("get", {"path": remote}, timeout=300.0)["data"]
+        files.unpack(data, str(local), links=False)
 
     def cancel(self) -> dict[str, Any]:
         """Kill the commands running now and interrupt the busy tools; returns within a second."""

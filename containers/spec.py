@@ -19,6 +19,15 @@ class ResourceLimits(BaseModel):
     cpu_seconds: int | None = Field(default=None, gt=0)
     file_size_mb: int | None = Field(default=4096, gt=0)
     open_files: int | None = Field(default=4096, gt=0)
+    memory_mb: int | None = Field(default=4096, gt=0)
+    """cgroup memory limit of the whole sandbox, tmpfs (/tmp) pages included (local runtime, as root)."""
+    cpus: float | None = Field(default=None, gt=0)
+    """CPU quota in cores (cgroup cpu controller; local runtime, as root)."""
+    tmp_mb: int | None = Field(default=1024, gt=0)
+    """Size cap of the sandbox's /tmp tmpfs."""
+    disk_mb: int | None = Field(default=None, gt=0)
+    """Workspace quota (local runtime, as root): the workspace is a tmpfs of this size. RAM-backed, so
+    off by default; without it RLIMIT_FSIZE (`file_size_mb`) caps each file only."""
 
 
 class ReadOnlyBind(BaseModel):
@@ -37,8 +46,19 @@ class SandboxSpec(BaseModel):
     """Local runtime: None for the host root, or a root filesystem directory. Apptainer: a SIF path or URI.
     Docker: an image reference."""
     network: bool = False
-    """Off: a private network namespace with only its own loopback. On: the host network, plus a
-    127.x.y.z address of the sandbox's own (FARM_LOOPBACK_IP)."""
+    """Off: a private network namespace with only its own loopback. On (local runtime): a private network
+    namespace with userspace networking (pasta): egress as an unprivileged host process, but neither the
+    host's loopback nor any other sandbox."""
+    relay_port: int | None = Field(default=None, ge=1, le=65535)
+    """A TCP port on the sandbox's own loopback whose connections are carried to the Unix socket
+    `relay.sock` in its control directory, which the host serves only while it grants access
+    (`containers.host_relay`, which also decides which requests pass): how a harness reaches exactly its
+    own gateway session, whatever the sandbox's network."""
+    host_ports: list[int] = Field(default_factory=list)
+    """Networked local sandboxes: TCP ports of the host's loopback the sandbox may reach, at the same port
+    on its own 127.0.0.1 (e.g. the model gateway a harness talks to). Nothing else on the host loopback."""
+    root_inside: bool = False
+    """Run as uid 0 inside the user namespace (still an unprivileged uid on the host); default uid 1000."""
     limits: ResourceLimits = ResourceLimits()
     env: dict[str, str] = Field(default_factory=dict)
     """Added to a clean environment; nothing leaks from the host process."""

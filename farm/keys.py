@@ -32,7 +32,7 @@ Service:
     farm:stall_sweep             string lock: one worker at a time looks for stalled jobs
     farm:reaper                  string lease (2 s): the one worker whose reaper thread currently leads
     farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage},
-                                       jobs_total:{state}
+                                       jobs_total:{state}, gateway_calls:{provider}
 """
 
 PREFIX = "farm:"

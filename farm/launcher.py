@@ -194,7 +194,9 @@ class LocalFarm:
             env = {"FARM_NODE": worker.node} if worker.node else {}
             argv = [sys.executable, "-m", "celery", "-A", worker.app, "worker", "-Q", worker.queues]
             argv += ["-P", worker.pool, "-c", str(worker.concurrency), "-n", f"{label}-{i}{self._tag}@%h"]
-            argv += ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"]
+            # Heartbeats (one PUBLISH per worker every 10 s) let Flower list the workers; Flower turns
+            # task events on itself (enable_events) while it watches, so they cost nothing otherwise.
+            argv += ["--without-gossip", "--without-mingle", "--heartbeat-interval", "10", "-l", "warning"]
             self._spawn(f"worker-{label}-{i}", argv, **env)
 
         self._wait_http(f"{self.api_url}/healthz", deadline, healthy=_farm_healthy)

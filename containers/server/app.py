@@ -1,11 +1,10 @@
-"""The execution server: a threaded stream server (Unix socket, optional TCP) dispatching ops to the
-command runner, file transfer and the tool backends.
+"""The execution server: a threaded stream server on a Unix socket only (no TCP listener: nothing on any
+network reaches it), dispatching ops to the command runner, file transfer and the tool backends.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import socketserver
 import threading
 from collections.abc import Callable
@@ -167,14 +166,6 @@ class _Server(socketserver.ThreadingMixIn, socketserver.BaseServer):
 
 class UnixServer(_Server, socketserver.UnixStreamServer):
     pass
-
-
-class TcpServer(_Server, socketserver.TCPServer):
-    allow_reuse_address = True
-
-    def server_bind(self) -> None:
-        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super().server_bind()
 
 
 def serve(service: ExecService, servers: list[_Server]) -> None:

@@ -19,8 +19,10 @@ def pack(path: str) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def unpack(data: str, dest: str) -> None:
-    """Extract an archive made by `pack` so that its single top-level entry becomes `dest`."""
+def unpack(data: str, dest: str, links: bool = True) -> None:
+    """Extract an archive made by `pack` so that its single top-level entry becomes `dest`. With
+    `links` False (the host receiving from a sandbox) only files and directories are extracted: a link
+    would be followed by whoever reads the tree on the host later."""
     import base64
     import io
     import tarfile
@@ -30,6 +32,12 @@ def unpack(data: str, dest: str) -> None:
         members = archive.getmembers()
         if not members:
             raise ValueError("empty archive")
+        if not (members[0].isdir() or members[0].isfile()):
+            raise ValueError(
+                f"{members[0].name} is a link or a special file: only files and directories are copied"
+            )
+        # Links never leave the archive: on the host a later reader would follow them.
+        members = [m for m in members if m.isdir() or m.isfile()]
         top = members[0].name.split("/")[0]
         for member in members:
             parts = member.name.split("/")

@@ -10,18 +10,18 @@ import os
 import sys
 import threading
 
-from containers.server.app import ExecService, Handler, TcpServer, UnixServer, serve
+from containers.server.app import ExecService, Handler, UnixServer, serve
 from containers.server.limits import apply_rlimits, restore_default_signals
 
 DEFAULTS = {
     "socket": None,  # Unix socket path to listen on (required)
-    "tcp": None,  # also listen on this host, port chosen by the kernel
-    "ready_fd": None,  # write "ready <tcp port or ->" here once listening
+    "ready_fd": None,  # write "ready -" here once listening
     "workdir": "/workspace",
     "limits": {},  # ResourceLimits fields
     "warm": [],  # tools to start at once
     "ttl": None,  # exit after this many seconds
     "python": None,  # interpreter for the IPython kernel
+    "relay": None,  # [port, unix socket path]: carry 127.0.0.1:port to the host's relay socket
 }
 
 
@@ -59,11 +59,11 @@ def main(argv: list[str] | None = None) -> None:
         servers = [UnixServer(socket_path, Handler)]
     finally:
         os.umask(old_umask)
-    tcp_port = None
-    if config["tcp"]:
-        tcp = TcpServer((str(config["tcp"]), 0), Handler)
-        tcp_port = tcp.server_address[1]
-        servers.insert(0, tcp)
+    if config["relay"]:
+        from containers.server.relay import start_relay
+
+        port, relay_socket = config["relay"]  # type: ignore[misc]
+        start_relay(int(port), str(relay_socket))
     if config["ttl"]:
         timer = threading.Timer(float(config["ttl"]), shutdown)  # type: ignore[arg-type]
         timer.daemon = True
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     service.tools.warm(list(config["warm"]))  # type: ignore[call-overload]
     if config["ready_fd"] is not None:
         ready_fd = int(config["ready_fd"])  # type: ignore[call-overload]
-        os.write(ready_fd, f"ready {tcp_port or '-'}\n".encode())
+        os.write(ready_fd, b"ready -\n")
         os.close(ready_fd)
     serve(service, servers)
 

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 SOCKET_NAME = "exec.sock"
+RELAY_SOCKET_NAME = "relay.sock"
+"""In the control directory: the host end of the sandbox's relay port, served while access is granted."""
 CONTROL_DIR = "/run/farm"
 """Where the sandbox sees its control directory (socket, server log); outside the agent's workspace."""
 

@@ -77,8 +77,15 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
     for node in sorted({w.get("node", "") for w in workers}):
         live.add_metric([node], float(sum(1 for w in workers if w.get("node", "") == node)))
 
+    gateway = CounterMetricFamily(
+        "farm_gateway_calls", "Model calls answered and recorded by the gateway", labels=["provider"]
+    )
+    prefix = "gateway_calls:"
+    for name in sorted(k for k in stats if k.startswith(prefix)):
+        gateway.add_metric([name.removeprefix(prefix)], stats[name])
+
     registry = CollectorRegistry()
     families = [finished, active, stage_sum, stage_count, queue, assigned, inflight, healthy]
-    families += [ready_gauge, live]
+    families += [ready_gauge, live, gateway]
     registry.register(_Snapshot(families))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

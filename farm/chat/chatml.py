@@ -1,4 +1,6 @@
-"""Read a rendered ChatML prompt back into OpenAI-style messages (the inverse of the shipped template).
+"""Read a rendered ChatML prompt back into OpenAI-style messages (the inverse of the shipped template,
+and of the ChatML family it belongs to: Qwen's templates list tools in the system turn under their own
+header and put tool results in a user turn as `<tool_response>` blocks, one per result).
 
 The reference LLM server gets only token ids; its scripted policy decodes them and uses this to see the
 conversation: who said what, which tools exist, and whether an assistant turn is open for generation.
@@ -36,14 +38,32 @@ def parse_chatml(text: str) -> ParsedConversation:
         if not closed:
             parsed.open_role, parsed.open_text = role, body
             break
+        if role == "user" and (results := _tool_responses(body)) is not None:
+            parsed.messages += [{"role": "tool", "content": result} for result in results]
+            continue
         parsed.messages.append(_message(role, body, parsed))
     return parsed
 
 
+def _tool_responses(body: str) -> list[str] | None:
+    """The results of a user turn made only of `<tool_response>` blocks (Qwen's tool turn), else None."""
+    rest, results = body, []
+    while rest.startswith(TOOL_RESPONSE_OPEN):
+        inside, found, rest = rest[len(TOOL_RESPONSE_OPEN) :].partition(TOOL_RESPONSE_CLOSE)
+        if not found:
+            return None
+        results.append(inside)
+        rest = rest.removeprefix("\n")
+    return results if results and not rest else None
+
+
 def _message(role: str, body: str, parsed: ParsedConversation) -> dict[str, Any]:
-    if role == "system" and not parsed.messages and TOOLS_HEADER in body:
-        system, _, tools_section = body.partition(TOOLS_HEADER)
-        parsed.tools = _tools(tools_section)
+    if role == "system" and not parsed.messages and "<tools>\n" in body:
+        parsed.tools = _tools(body)
+        if TOOLS_HEADER in body:
+            system = body.partition(TOOLS_HEADER)[0]
+        else:  # Qwen: the tools section opens the system turn, after any system text and a blank line
+            system = body.partition("# Tools")[0].removesuffix("\n\n")
         return {"role": "system", "content": system}
     if role == "tool":
         if body.startswith(TOOL_RESPONSE_OPEN) and body.endswith(TOOL_RESPONSE_CLOSE):

@@ -18,6 +18,12 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "farm-tiny"
 
 Message = Mapping[str, Any]
 
+CONTINUATION_BASE: list[dict[str, Any]] = [
+    {"role": "user", "content": "."},
+    {"role": "assistant", "content": "."},
+]
+"""The conversation new messages are rendered after (farm/chat/tokenizer.py continuation_ids)."""
+
 _cache: dict[str, ChatTokenizer] = {}
 _cache_lock = threading.Lock()
 
@@ -107,18 +113,26 @@ class ChatTokenizer:
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
     ) -> list[int]:
-        """Ids to append after the last sampled turn of `history` (ids that end at its eot token).
+        """Ids to append after the last sampled turn (ids that end at its eot token) for `new_messages`.
 
-        The earlier ids stay as sampled; only what the template puts after that eot token (the turn
-        separator, the new messages and the generation prompt) is tokenized.
+        The history is never rendered again: templates rewrite earlier turns (Qwen3 drops their reasoning,
+        some re-serialize tool-call arguments or stamp a date), so a re-render would not reproduce what
+        was sampled. The new messages are rendered after a fixed base conversation instead, and what the
+        template puts after the base's last eot token is the continuation (as veRL and SkyRL do).
+        `history` is accepted for the caller's symmetry and not read.
         """
-        before = self.render(history, tools)
-        after = self.render([*history, *new_messages], tools, add_generation_prompt)
-        if not after.startswith(before):
-            raise ValueError("the chat template is not prefix-stable for these messages")
-        cut = before.rfind(self.eot_token)
-        tail = before[cut + len(self.eot_token) :] if cut >= 0 else before
-        return self.encode(tail + after[len(before) :])
+        del history
+        base_turns = self.render(CONTINUATION_BASE, tools).count(self.eot_token)
+        after = self.render([*CONTINUATION_BASE, *new_messages], tools, add_generation_prompt)
+        # The base itself may render differently once it is not the end of the conversation (Qwen3
+        # drops the empty reasoning block of a non-final assistant turn): cut after its last eot token,
+        # wherever that falls, rather than after its text.
+        cut = -len(self.eot_token)
+        for _ in range(base_turns):
+            cut = after.find(self.eot_token, cut + len(self.eot_token))
+            if cut < 0:
+                raise ValueError("the chat template drops turns of the conversation it is given")
+        return self.encode(after[cut + len(self.eot_token) :])
 
 
 def _load_hf(path: str) -> PreTrainedTokenizerBase:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 
+from farm import keys
 from farm.builders.records import CompletionRecord
 
 SessionState = Literal["open", "ended"]
@@ -40,9 +41,11 @@ class NoCompletion(LookupError):
     """A reward names a completion the session does not have (or the session has none yet)."""
 
 
-# KEYS: session hash, completions list   ARGV: record json, ttl.  The record's index, or -1 (no session).
+# KEYS: session hash, completions list, farm stats hash   ARGV: record json, ttl, provider.
+# The record's index, or -1 (no session). Counts the call per provider for /metrics.
 _APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+redis.call('HINCRBY', KEYS[3], 'gateway_calls:' .. ARGV[3], 1)
 local length = redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
@@ -102,8 +105,8 @@ class SessionStore:
     async def append_completion(self, record: CompletionRecord) -> int:
         """Append to the log; a call in flight when the session ended is still kept. Returns its index."""
         key, completions, _ = self._keys(record.session_id)
-        args = [record.model_dump_json(exclude={"reward"}), self.ttl_s]
-        index = int(await self._append(keys=[key, completions], args=args))
+        args = [record.model_dump_json(exclude={"reward"}), self.ttl_s, record.provider]
+        index = int(await self._append(keys=[key, completions, keys.STATS], args=args))
         if index < 0:
             raise SessionNotFound(record.session_id)
         return index

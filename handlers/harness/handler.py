@@ -10,6 +10,7 @@ builder, also on timeout or cancellation. eval scores through the evaluator regi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
@@ -22,6 +23,7 @@ from farm.handler.registry import register
 from handlers.harness.adapters import HarnessInputs, HarnessPlan, get_adapter
 from handlers.harness.evaluators import FreshRuntime, RunFacts, resolve
 from handlers.harness.execution import Interrupted, checked_exec, quietly, run_interruptible
+from handlers.harness.gateway_access import session_access
 from handlers.harness.instance import HarnessInstance
 from handlers.harness.prepare import Step, parse_steps, run_steps, tail, write_file_command
 from handlers.harness.runtime import sandbox_overrides
@@ -122,9 +124,10 @@ class HarnessHandler(AgentHandler):
                 ctx.spec.task_id or ctx.job_id, self.session_metadata(ctx, inst)
             )
             fresh: FreshRuntime | None = None
+            access = contextlib.ExitStack()
             try:
                 inputs = HarnessInputs(
-                    base_url=base_url,
+                    base_url=access.enter_context(session_access(sandbox, base_url)),
                     model=self.model_name(ctx, inst),
                     instruction=inst.instruction,
                     workspace=sandbox.workdir,
@@ -176,6 +179,7 @@ class HarnessHandler(AgentHandler):
                 quietly(lambda: gateway.end(session_id))
                 raise
             finally:
+                access.close()
                 if fresh is not None:
                     fresh.stop()
             artifacts["completion_count"] = gateway.end(session_id)

@@ -34,6 +34,10 @@ GIT = "git -c safe.directory='*' -c advice.detachedHead=false -c core.pager=cat"
 
 _PREPARE = f"""
 set -u
+# The source repository belongs to the host's user, not the sandbox's: git (upload-pack included) trusts
+# it only through a global config, never through `-c`.
+export GIT_CONFIG_GLOBAL="${{TMPDIR:-/tmp}}/.farm-gitconfig"
+printf '[safe]\\n\\tdirectory = *\\n' > "$GIT_CONFIG_GLOBAL"
 git() {{ command {GIT} "$@"; }}
 if [ -n "$(ls -A)" ]; then echo "the workspace $PWD is not empty" >&2; exit 3; fi
 git clone --quiet --no-checkout $SWE_CLONE_FLAGS -- "$SWE_SOURCE" . || {{

@@ -1,4 +1,4 @@
-"""Teardown leaves nothing behind: no process, no directory, no cgroup, no loopback lease."""
+"""Teardown leaves nothing behind: no process (pasta included), no directory, no cgroup, no mount."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from containers import limits_host as host_limits
 from containers.local import LocalRuntime
 from containers.procs import CGROUP_PARENT
 from containers.spec import SandboxSpec
@@ -23,23 +24,22 @@ def _children_of_this_process() -> set[int]:
     return children
 
 
-def _sandbox_cgroups() -> set[str]:
-    found = set()
-    for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
-        parent = root / CGROUP_PARENT
-        if parent.is_dir():
-            found.update(p.name for p in parent.iterdir() if p.is_dir())
-    return found
+def _cgroups_left(sandbox_ids: list[str]) -> list[str]:
+    """Groups of these sandboxes still there (other runs on the machine share the parents)."""
+    parents = [root / CGROUP_PARENT for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))]
+    parents += [p for p in (host_limits._parent(c) for c in ("pids", "memory", "cpu")) if p is not None]
+    return [str(p / f"sb-{i}") for p in parents for i in sandbox_ids if (p / f"sb-{i}").exists()]
 
 
 @pytest.mark.slow
 def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> None:
     runtime = LocalRuntime(root=tmp_path / "cycles")
-    children_before, cgroups_before = _children_of_this_process(), _sandbox_cgroups()
+    children_before, ids = _children_of_this_process(), []
     # A duration no other run of this test uses, so the scan below finds only this run's processes.
     duration = f"300.{secrets.randbelow(10**6):06d}"
     for i in range(100):
         sandbox = runtime.start(SandboxSpec(network=i % 10 == 0))
+        ids.append(sandbox.id)
         # every cycle leaves a process that escaped the process group: only the pid namespace kill gets it
         result = sandbox.exec(f"setsid sleep {duration} & echo {i}")
         assert result.stdout == f"{i}\n"
@@ -47,8 +47,8 @@ def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> 
     assert sandbox_processes(runtime.root) == []
     assert _children_of_this_process() - children_before == set()
     assert [p.name for p in runtime.root.iterdir() if not p.name.startswith(".")] == []
-    assert _sandbox_cgroups() - cgroups_before == set()
-    assert runtime.loopback.leases() == {}
+    assert _cgroups_left(ids) == []
+    assert str(runtime.root) not in Path("/proc/self/mountinfo").read_text()
     assert _processes_running(b"sleep\x00" + duration.encode(), within_s=5.0) == []
 
 

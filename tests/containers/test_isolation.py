@@ -14,7 +14,7 @@ import pytest
 
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
-from containers.spec import ResourceLimits, SandboxSpec
+from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
 
 from .conftest import sandbox_processes
 
@@ -38,17 +38,33 @@ def test_no_network_when_off(sandbox: Sandbox, host_listener: int) -> None:
     assert [line.split(":")[0].strip() for line in links.splitlines()[2:]] == ["lo"]
 
 
-def test_network_on_request_with_a_private_loopback_address(
+@pytest.mark.skipif(shutil.which("pasta") is None, reason="pasta (Debian passt) is not installed")
+def test_network_on_request_is_userspace_networking_without_the_host_loopback(
     runtime: LocalRuntime, host_listener: int
 ) -> None:
-    with runtime.start(SandboxSpec(network=True)) as sandbox:
-        assert sandbox.exec(CONNECT.format(host="127.0.0.1", port=host_listener)).stdout == "connected\n"
-        ip = sandbox.loopback_ip
-        assert ip and ip.startswith("127.") and not ip.startswith("127.0.")
-        assert sandbox.exec("echo $FARM_LOOPBACK_IP").stdout == f"{ip}\n"
-        assert sandbox.info.tcp_address and sandbox.info.tcp_address.startswith(ip)
-        assert ip in runtime.loopback.leases()
-    assert ip not in runtime.loopback.leases()
+    second = socket.socket()
+    second.bind(("127.0.0.1", 0))
+    second.listen()
+    granted = second.getsockname()[1]
+    try:
+        spec = SandboxSpec(network=True, host_ports=[granted])
+        with runtime.start(spec) as sandbox:
+            refused = sandbox.exec(CONNECT.format(host="127.0.0.1", port=host_listener))
+            assert "connected" not in refused.stdout and refused.exit_code != 0
+            assert sandbox.exec(CONNECT.format(host="127.0.0.1", port=granted)).stdout == "connected\n"
+            links = sandbox.exec("cat /proc/net/dev").stdout
+            assert len(links.splitlines()[2:]) == 2  # lo and pasta's tap
+            assert sandbox.info.tcp_address is None and sandbox.info.net_pid
+            net = (sandbox.info.net_pid, sandbox.info.net_start)
+        assert not os.path.exists(f"/proc/{net[0]}") or _start(net[0]) != net[1]
+    finally:
+        second.close()
+
+
+def _start(pid: int) -> int | None:
+    from containers.procs import start_ticks
+
+    return start_ticks(pid)
 
 
 def test_cannot_write_outside_the_workspace(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -137,3 +153,112 @@ def test_sandboxes_root_is_private_to_the_user(runtime: LocalRuntime) -> None:
         mode = os.stat(sandbox.info.sandbox_dir).st_mode & 0o777
         assert mode == 0o700
         assert os.stat(sandbox.info.socket_path).st_mode & 0o077 == 0
+
+
+def test_no_worker_secret_reaches_the_sandbox(runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cret-token-of-the-worker"
+    monkeypatch.setenv("FARM_API_TOKEN", secret)
+    monkeypatch.setenv("FARM_REDIS_URL", f"redis://:{secret}@127.0.0.1:6379/0")
+    with runtime.start(SandboxSpec(env={"MINE": "1"})) as sandbox:
+        seen = sandbox.exec("env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n'")
+        assert secret not in seen.stdout and "MINE=1" in seen.stdout
+        assert sandbox.exec("command -v python3 bash").exit_code == 0  # the sandbox's own PATH holds
+        fds = sandbox.exec("ls /proc/1/fd /proc/self/fd | wc -l").stdout
+        assert int(fds) < 40
+
+
+def test_host_secrets_and_homes_are_not_visible(sandbox: Sandbox) -> None:
+    for attempt in ("cat /etc/shadow", "ls -A /root", "ls -A /home", "ls -A /var/lib"):
+        result = sandbox.exec(attempt)
+        assert result.stdout.strip() in ("", ".pyenv"), attempt  # the interpreter may live under /root
+    if os.geteuid() == 0:
+        assert sandbox.exec("id -u").stdout == "1000\n"
+        assert sandbox.exec("cat /proc/self/status | grep ^CapEff").stdout.split()[-1] == "0000000000000000"
+
+
+def test_a_link_planted_in_place_of_the_socket_is_not_followed(runtime: LocalRuntime) -> None:
+    with runtime.start(SandboxSpec()) as first, runtime.start(SandboxSpec()) as second:
+        hijack = f"rm /run/farm/exec.sock && ln -s {first.info.socket_path} /run/farm/exec.sock"
+        assert second.exec(hijack).exit_code == 0
+        again = runtime.attach(second.info)
+        assert not again.ping()  # the host refuses the link instead of talking to the first sandbox
+        again.client.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the workspace quota is a mount: root only")
+def test_disk_fill_stops_at_the_workspace_quota(runtime: LocalRuntime) -> None:
+    with runtime.start(SandboxSpec(limits=ResourceLimits(disk_mb=8))) as sandbox:
+        fill = sandbox.exec("for i in 1 2 3 4; do head -c 3000000 /dev/zero > f$i || exit 1; done")
+        assert fill.exit_code != 0 and "No space left" in fill.stderr
+        used = sum(p.stat().st_size for p in sandbox.workspace.iterdir())
+        assert used <= 8 << 20
+        workspace = str(sandbox.workspace)
+    assert not os.path.ismount(workspace) and not os.path.exists(workspace)
+
+
+def test_tmp_is_size_capped(runtime: LocalRuntime) -> None:
+    with runtime.start(SandboxSpec(limits=ResourceLimits(tmp_mb=4))) as sandbox:
+        fill = sandbox.exec("head -c 6000000 /dev/zero > /tmp/big")
+        assert fill.exit_code != 0 and "No space left" in fill.stderr
+
+
+def _memory_group(sandbox: Sandbox) -> Path | None:
+    for group in sandbox.info.cgroups:
+        if Path(group, "memory.limit_in_bytes").exists() or Path(group, "memory.max").exists():
+            return Path(group)
+    return None
+
+
+def test_memory_hog_via_heap_and_tmp_is_held_by_the_memory_cgroup(runtime: LocalRuntime) -> None:
+    limits = ResourceLimits(memory_mb=128, tmp_mb=64, address_space_mb=None)
+    with runtime.start(SandboxSpec(limits=limits)) as sandbox:
+        group = _memory_group(sandbox)
+        if group is None:
+            pytest.skip("no writable memory cgroup here (not root, or not delegated)")
+        tmp = sandbox.exec("head -c 100000000 /dev/zero > /tmp/big; stat -c %s /tmp/big")
+        assert "No space left" in tmp.stderr and int(tmp.stdout) <= 64 << 20
+        heap = sandbox.exec("python3 -c 'x = bytearray(300 << 20); print(len(x))'")
+        assert heap.exit_code == -9 and heap.stdout == ""  # the OOM killer, inside the group
+        peak = group / (
+            "memory.max_usage_in_bytes" if (group / "memory.limit_in_bytes").exists() else "memory.peak"
+        )
+        if peak.exists():
+            assert int(peak.read_text()) <= 128 << 20
+        assert sandbox.exec("echo alive").stdout == "alive\n"  # the execution server survived
+
+
+def test_uploaded_files_belong_to_the_sandbox_user(runtime: LocalRuntime, tmp_path: Path) -> None:
+    (tmp_path / "repo" / "pkg").mkdir(parents=True)
+    (tmp_path / "repo" / "pkg" / "mod.py").write_text("x = 1\n")
+    with runtime.start(SandboxSpec()) as sandbox:
+        sandbox.upload(tmp_path / "repo", "repo")
+        edit = sandbox.exec("echo 'y = 2' >> repo/pkg/mod.py && mkdir repo/pkg/new && cat repo/pkg/mod.py")
+        assert edit.exit_code == 0 and edit.stdout == "x = 1\ny = 2\n", edit.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an unprivileged farm reads its own private directories")
+def test_a_root_private_read_only_bind_is_readable_but_not_writable(runtime: LocalRuntime) -> None:
+    source = Path(tempfile.mkdtemp(prefix="farm-private-"))  # mode 700, owned by root
+    (source / "data.txt").write_text("task data\n")
+    try:
+        spec = SandboxSpec(ro_binds=[ReadOnlyBind(source=str(source), target="/data")])
+        with runtime.start(spec) as sandbox:
+            assert sandbox.exec("cat /data/data.txt").stdout == "task data\n"
+            write = sandbox.exec("echo x > /data/data.txt; chmod 777 /data; touch /data/new")
+            assert "Read-only file system" in write.stderr
+        assert (source / "data.txt").read_text() == "task data\n" and source.stat().st_uid == 0
+        assert source.stat().st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(source)
+
+
+def test_no_user_namespace_mount_or_setuid_escalation_inside(sandbox: Sandbox) -> None:
+    for attempt in (
+        "unshare -U true",
+        "unshare -r id",
+        "unshare -m true",
+        "mount -t tmpfs none /tmp",
+        "python3 -c 'import os; os.setuid(0)'",
+        "echo x > /proc/sysrq-trigger",
+    ):
+        assert sandbox.exec(attempt).exit_code != 0, attempt

@@ -1,10 +1,9 @@
-"""Pure logic: output capture, quoting, the editor, bwrap and runtime command lines, the loopback
-allocator, the tool registry and the image builder."""
+"""Pure logic: output capture, quoting, the editor, bwrap, pasta and runtime command lines, staging,
+the tool registry and the image builder."""
 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 from pathlib import Path
@@ -16,8 +15,10 @@ from hypothesis import strategies as st
 from containers.apptainer import instance_start_argv, instance_stop_argv, server_exec_argv
 from containers.bwrap import BwrapLayout, build_argv
 from containers.docker import remove_argv, run_argv
+from containers.identity import Staging
 from containers.images.builder import ImageBuilder, ImageSpec
-from containers.loopback import LoopbackAllocator
+from containers.local import host_paths_for_server
+from containers.netns import pasta_argv
 from containers.server.wire import parse_address
 from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
 from containers.tools.bash import ansi_c_quote
@@ -96,9 +97,7 @@ def _layout(**overrides: object) -> BwrapLayout:
         workdir="/workspace",
         control_dir="/srv/sb/control",
         control_target="/run/farm",
-        network=False,
         hostname="sandbox-x",
-        env={"PATH": "/usr/bin"},
         hide=["/srv/sb"],
         info_fd=5,
     )
@@ -107,8 +106,8 @@ def _layout(**overrides: object) -> BwrapLayout:
 
 def test_bwrap_argv_isolates_by_default() -> None:
     argv = build_argv("/usr/bin/bwrap", _layout(), ["server"])
-    assert argv[:6] == ["/usr/bin/bwrap", "--unshare-all", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-    assert "--share-net" not in argv and "--die-with-parent" in argv
+    assert argv[:5] == ["/usr/bin/bwrap", "--unshare-all", "--new-session", "--cap-drop", "ALL"]
+    assert "--share-net" not in argv and "--die-with-parent" in argv and "--setenv" not in argv
     joined = " ".join(argv)
     assert "--ro-bind /usr /usr" in joined and "--symlink usr/bin /bin" in joined
     assert "--bind /srv/sb/ws /workspace" in joined and "--bind /srv/sb/control /run/farm" in joined
@@ -118,9 +117,17 @@ def test_bwrap_argv_isolates_by_default() -> None:
     assert argv[-2:] == ["--", "server"] and "--info-fd 5" in joined
 
 
-def test_bwrap_argv_network_and_detached() -> None:
-    argv = build_argv("bwrap", _layout(network=True, die_with_parent=False), ["server"])
-    assert "--share-net" in argv and "--die-with-parent" not in argv and "--hostname" not in argv
+def test_bwrap_argv_detached_unprivileged_and_staged() -> None:
+    layout = _layout(die_with_parent=False, uid=1000, gid=1000, block_fd=7, tmp_size=1 << 20)
+    layout.stage = lambda path: "/stage/" + path.strip("/").replace("/", "_")
+    layout.hide = ["/root", "/srv/sb"]
+    argv = build_argv("bwrap", layout, ["server"])
+    joined = " ".join(argv)
+    assert "--share-net" not in argv and "--die-with-parent" not in argv
+    assert "--uid 1000 --gid 1000" in joined and "--block-fd 7" in joined
+    assert "--size 1048576 --tmpfs /tmp" in joined
+    assert "--bind /stage/srv_sb_ws /workspace" in joined and "--ro-bind /root" not in joined
+    assert "--dir /root" in joined or not os.path.isdir("/root")
 
 
 SPEC = SandboxSpec(
@@ -168,42 +175,27 @@ def test_wire_addresses() -> None:
         parse_address("http://x")
 
 
-def _allocate_many(lease_dir: str, owner_pid: int, count: int, queue: multiprocessing.Queue) -> None:
-    # Leases are held for a live process (the test's), as a started sandbox holds them; same owner names in
-    # every worker make them all probe the same addresses.
-    allocator = LoopbackAllocator(lease_dir)
-    queue.put([allocator.allocate(f"same-{i}", pid=owner_pid) for i in range(count)])
+def test_pasta_argv_forwards_nothing_but_the_granted_ports() -> None:
+    as_root = pasta_argv("pasta", 42, "/sb/pasta.pid", [8000, 8001], netns_fd=9)
+    joined = " ".join(as_root)
+    for flag in ("--no-map-gw", "-t none", "-u none", "-U none", "-T 8000,8001", "--config-net"):
+        assert flag in joined
+    assert as_root[-5:] == ["--runas", "0", "--netns", "/proc/self/fd/9", "--netns-only"]
+    rootless = pasta_argv("pasta", 42, "/sb/pasta.pid", [])
+    assert "-T none" in " ".join(rootless) and rootless[-1] == "42"
 
 
-def test_loopback_addresses_are_unique_across_processes(tmp_path: Path) -> None:
-    queue: multiprocessing.Queue = multiprocessing.get_context("fork").Queue()
-    workers = [
-        multiprocessing.get_context("fork").Process(
-            target=_allocate_many, args=(str(tmp_path), os.getpid(), 25, queue)
-        )
-        for _ in range(4)
-    ]
-    for worker in workers:
-        worker.start()
-    addresses = [address for _ in workers for address in queue.get(timeout=30)]
-    for worker in workers:
-        worker.join()
-    assert len(addresses) == 100 and len(set(addresses)) == 100
-    assert all(a.startswith("127.") and not a.startswith("127.0.") for a in addresses)
+def test_staging_maps_each_source_once() -> None:
+    staging = Staging("/run/stage")
+    assert staging.stage("/root/a") == "/run/stage/0" and staging.stage("/srv/b") == "/run/stage/1"
+    assert staging.stage("/root/a") == "/run/stage/0" and staging.sources == ["/root/a", "/srv/b"]
 
 
-def test_loopback_lease_of_a_dead_owner_is_reclaimed(tmp_path: Path) -> None:
-    allocator = LoopbackAllocator(tmp_path)
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    stale = allocator.allocate("gone", pid=dead.pid)
-    live = allocator.allocate("alive")
-    assert allocator.allocate("gone") == stale  # same probe start, stale lease taken over
-    assert live != stale
-    allocator.release(stale, "someone-else")
-    assert stale in allocator.leases()
-    allocator.release(stale, "gone")
-    assert stale not in allocator.leases()
+def test_server_paths_never_expose_a_masked_directory_itself() -> None:
+    paths = host_paths_for_server(["/root", "/home"])
+    assert "/tmp" not in paths and "/root" not in paths and "/" not in paths
+    for path in paths:
+        assert path.startswith(("/tmp/", "/root/", "/home/"))
 
 
 def test_registry_exposes_openai_function_schemas() -> None:

@@ -119,14 +119,15 @@ def test_local_runtime_as_an_unprivileged_user(staged: Path) -> None:
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["uid"] == NOBODY and report["cgroup"] is None
     uid, uid_map = report["inside"].split("\n", 1)
-    assert uid == str(NOBODY) and uid_map.split()[-1] == "1"  # a user namespace mapping one uid
+    assert uid == "1000" and uid_map.split()[-1] == "1"  # a user namespace mapping one uid
     assert report["write_etc"] != 0 and report["workspace"] == "ok\n" and report["bash"] == "/tmp\n"
     assert report["bomb_limited"] and report["after_bomb"] == "alive\n"
     deadline = time.monotonic() + 5  # killed processes may linger a moment as zombies until reaped
     while time.monotonic() < deadline and [p for p in Path("/proc").glob("[0-9]*") if _uid(p) == NOBODY]:
         time.sleep(0.05)
     assert not Path(f"/proc/{report['init_pid']}").exists()
-    assert [p for p in Path("/proc").glob("[0-9]*") if _uid(p) == NOBODY] == []
+    left = [p for p in Path("/proc").glob("[0-9]*") if _uid(p) == NOBODY]
+    assert left == [], [(p / "cmdline").read_bytes()[:150] for p in left if p.exists()]
     assert list((staged / "sandboxes").iterdir()) in ([], [staged / "sandboxes" / ".loopback"])
 
 

@@ -184,3 +184,13 @@ def test_gateway_cli_help() -> None:
         check=True,
     )
     assert "--backend" in out.stdout and "--port" in out.stdout
+
+
+def test_recorded_calls_are_counted_per_provider_for_metrics(
+    redis_server: EmbeddedRedis, session: dict[str, str]
+) -> None:
+    stats = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/2")
+    before = int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0)
+    assert _chat(session["base_url"], "count me").status_code == 200
+    assert int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0) == before + 1
+    stats.close()

@@ -29,10 +29,10 @@ def wait_state(api: httpx.Client, job_id: str, states: set[str], timeout_s: floa
         time.sleep(0.02)
 
 
-def assert_token_faithful(result: JobResult) -> None:
-    """SPEC's invariant, checked against what the backend really sampled (re-decoded here)."""
+def assert_token_faithful(result: JobResult, tokenizer: ChatTokenizer | None = None) -> None:
+    """The contract's invariant, checked against what the backend really sampled (re-decoded here)."""
     assert result.trajectory.traces, result
-    tokenizer = ChatTokenizer.load()
+    tokenizer = tokenizer or ChatTokenizer.load()
     for trace in result.trajectory.traces:
         n = len(trace.response_ids)
         assert len(trace.loss_mask) == n == len(trace.response_logprobs)

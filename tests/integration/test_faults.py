@@ -27,7 +27,7 @@ from farm.models.results import JobResult, JobState
 from tests.api.backend_server import GOOD, MisbehavingBackend
 from tests.integration.jobs import submit, wait_state
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # fault injection: the CI slow step
 
 
 @pytest.fixture(scope="module")

@@ -88,7 +88,7 @@ def test_patch_evaluator_scores_the_harness_patch(
     )
     result = wait_task(api, task, timeout_s=150)
     assert result.state is JobState.done, result.error
-    assert result.reward == reward and result.metadata["evaluator"] == "patch"
+    assert result.reward == reward and result.metadata["evaluator"] == "patch", result.artifacts
     assert result.artifacts["completion_count"] == 1 and len(result.trajectory.traces) == 1
     if fix:
         patch = result.artifacts["patch"]

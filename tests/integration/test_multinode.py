@@ -18,7 +18,7 @@ from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobState
 from tests.integration.jobs import submit, wait_state
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # its own three-node farm: the CI slow step
 
 
 @pytest.fixture(scope="module")

@@ -59,3 +59,12 @@ def secret_found(text: str) -> bool:
 
 
 __all__ = ["FAKE_REDIS_PASSWORD", "FAKE_TOKEN", "Path", "secret_found"]
+
+
+@pytest.fixture
+def host_secret(tmp_path: Path) -> Path:
+    """A root-only file on the host that no sandbox may read or overwrite (from the defender branch)."""
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-SECRET-7731\n")
+    secret.chmod(0o600)
+    return secret

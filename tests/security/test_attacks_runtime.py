@@ -38,16 +38,9 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _net_on(sandbox: Sandbox) -> bool:
-    return sandbox.loopback_ip is not None
-
-
 # --- secrets in the host's processes ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 14: worker environment visible in /proc/*/environ of sandbox processes"
-)
 def test_environ_of_every_visible_process(sandbox: Sandbox) -> None:
     """Read /proc/*/environ of every process the sandbox can see, looking for the worker's token."""
     result = sandbox.exec("cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; env")
@@ -90,10 +83,6 @@ def test_inherited_file_descriptors(sandbox: Sandbox) -> None:
 # --- host files ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: sandbox runs as host root over the host root filesystem (uid drop not landed)",
-)
 def test_read_etc_shadow(sandbox: Sandbox) -> None:
     """Read the host's /etc/shadow."""
     result = sandbox.exec("cat /etc/shadow")
@@ -113,10 +102,6 @@ def root_secret() -> Iterator[tuple[Path, str]]:
     path.unlink(missing_ok=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: sandbox runs as host root over the host root filesystem (uid drop not landed)",
-)
 def test_read_root_only_file(sandbox: Sandbox, root_secret: tuple[Path, str]) -> None:
     """Read a 0600 file under the host's /root."""
     path, value = root_secret
@@ -187,24 +172,14 @@ def host_http() -> Iterator[int]:
     server.shutdown()
 
 
-LOOPBACK_XFAIL = "issue 14: host loopback not firewalled from network-on sandboxes"
-
-
-def _loopback_xfail(request: pytest.FixtureRequest, sandbox: Sandbox) -> None:
-    if _net_on(sandbox):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=LOOPBACK_XFAIL))
-
-
 def test_host_redis_on_loopback(sandbox: Sandbox, host_redis: int, request: pytest.FixtureRequest) -> None:
     """Talk to a Redis server the host runs on 127.0.0.1 (the farm's broker lives there)."""
-    _loopback_xfail(request, sandbox)
     result = sandbox.exec(CONNECT.format(host="127.0.0.1", port=host_redis, payload="PING\\r\\n"))
     assert "PONG" not in result.stdout
 
 
 def test_host_http_on_loopback(sandbox: Sandbox, host_http: int, request: pytest.FixtureRequest) -> None:
     """Fetch from an HTTP server the host runs on 127.0.0.1 (the farm API, a model server)."""
-    _loopback_xfail(request, sandbox)
     result = sandbox.exec(
         CONNECT.format(host="127.0.0.1", port=host_http, payload="GET / HTTP/1.0\\r\\n\\r\\n")
     )
@@ -224,10 +199,8 @@ def test_tcp_server_in_another_sandbox(
     sandbox: Sandbox, neighbour: Sandbox, request: pytest.FixtureRequest
 ) -> None:
     """Connect to a TCP server another (network-on) sandbox listens on at its own loopback address."""
-    _loopback_xfail(request, sandbox)
     port = _free_port()
-    ip = neighbour.loopback_ip
-    assert ip
+    ip = neighbour.loopback_ip or "127.0.0.1"  # its own network namespace: its own 127.0.0.1
     neighbour.exec(
         f'nohup python3 -c "import socket as s; l=s.socket(); l.setsockopt(s.SOL_SOCKET, s.SO_REUSEADDR, 1); '
         f"l.bind(('{ip}', {port})); l.listen(); c,_=l.accept(); c.sendall(b'neighbour-secret')\" "
@@ -306,7 +279,6 @@ def test_unshare_for_new_privileges(sandbox: Sandbox) -> None:
     assert "gained" not in result.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: sandbox runs as host root (uid drop not landed)")
 def test_setuid_to_root(sandbox: Sandbox) -> None:
     """Become uid 0 via setuid(0) and read root-only files."""
     result = sandbox.exec(["python3", "-c", "import os; os.setuid(0); print(open('/etc/shadow').read()[:5])"])

@@ -1,0 +1,57 @@
+"""Flower's view of a launched farm: it lists workers from their heartbeat events, and sees task events
+once it has asked the workers for them (Flower broadcasts `enable_events` while it runs)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from celery import Celery
+
+from farm.launcher import LocalFarm
+from tests.integration.jobs import submit, wait_state
+
+pytestmark = pytest.mark.slow
+
+
+def capture(
+    app: Celery, event: str, enough: Callable[[list[dict[str, Any]]], bool], timeout_s: float
+) -> list[dict[str, Any]]:
+    """Events of one type, captured from the broker until `enough` says so or time runs out."""
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout_s
+    with app.connection_for_read() as connection:
+        receiver = app.events.Receiver(connection, handlers={event: seen.append})
+        wakeup = True  # asks every worker for a heartbeat at once
+        while not enough(seen) and time.monotonic() < deadline:
+            try:
+                for _ in receiver.itercapture(limit=None, timeout=1.0, wakeup=wakeup):
+                    if enough(seen) or time.monotonic() > deadline:
+                        break
+            except TimeoutError:  # a second without any event
+                pass
+            wakeup = False
+    return seen
+
+
+def test_flower_sees_every_worker_and_task_events(farm: LocalFarm, api: httpx.Client) -> None:
+    app = Celery(broker=farm.redis_url)
+    replies = app.control.inspect(timeout=2).ping() or {}
+    workers = set(replies)
+    assert len(workers) >= 3
+
+    heartbeats = capture(app, "worker-heartbeat", lambda s: workers <= {e["hostname"] for e in s}, 25)
+    assert workers <= {e["hostname"] for e in heartbeats}
+
+    app.control.enable_events()
+    try:
+        time.sleep(0.5)  # the broadcast reaches the workers asynchronously
+        job_id = submit(api, {"handler": "noop"})
+        succeeded = capture(app, "task-succeeded", lambda s: len(s) >= 3, 20)
+        assert wait_state(api, job_id, {"done"}).state.value == "done"
+        assert len(succeeded) >= 3, "the job's three stages sent no task events"
+    finally:
+        app.control.disable_events()
