@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,10 @@ FAKE_TOKEN = "farm-secret-token-4b1d"
 FAKE_REDIS_PASSWORD = "redis-pw-9c7e"
 
 
-@pytest.fixture(scope="session", autouse=True)
+@contextmanager
 def host_secrets() -> Iterator[None]:
-    """The worker's environment as in production: an API token and a Redis URL with a password."""
+    """The worker's environment as in production while a sandbox starts: an API token and a Redis URL with
+    a password. Scoped to the start, not the session: a farm started by another test must not see a token."""
     saved = {k: os.environ.get(k) for k in ("FARM_API_TOKEN", "FARM_REDIS_URL")}
     os.environ["FARM_API_TOKEN"] = FAKE_TOKEN
     os.environ["FARM_REDIS_URL"] = f"redis://:{FAKE_REDIS_PASSWORD}@127.0.0.1:1/0"
@@ -41,7 +43,9 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> LocalRuntime:
 
 @pytest.fixture(scope="module", params=[False, True], ids=["net-off", "net-on"])
 def sandbox(runtime: LocalRuntime, request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    with runtime.start(SandboxSpec(network=request.param)) as started:
+    with host_secrets():
+        started = runtime.start(SandboxSpec(network=request.param))
+    with started:
         yield started
 
 
