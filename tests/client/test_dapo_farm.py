@@ -19,7 +19,7 @@ from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models import JobState
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the CI slow step
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "handlers" / "math" / "problems.jsonl"
 UNSOLVABLE = {"handler": "math", "question": "Name the largest known prime.", "answer": "none"}

@@ -22,7 +22,7 @@ from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from tests.integration.jobs import wait_state
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the CI slow step
 
 READY_BUFFER = 2
 MATH = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}

@@ -51,6 +51,7 @@ def test_chart_points_stay_in_the_box(pairs: list[tuple[float, float]]) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # a farm of its own and a browser: the CI slow step
 def test_two_runs_side_by_side(farm: LocalFarm, api: httpx.Client, browser) -> None:
     write_run(RUNS_DIR / "baseline.jsonl", 40, 0.5)
     write_run(RUNS_DIR / "tuned.jsonl", 30, 1.0)

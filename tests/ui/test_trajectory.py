@@ -19,7 +19,7 @@ from tests.integration.jobs import submit, wait_state
 from tests.ui.conftest import screenshot
 from tests.ui.seed import seed_long_job
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the CI slow step
 
 PROBLEM = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
 FULL_RENDER = """const d = arguments[0]; const t0 = performance.now();

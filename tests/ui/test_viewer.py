@@ -17,7 +17,7 @@ from tests.integration.jobs import submit, wait_state
 from tests.ui.conftest import screenshot
 from tests.ui.seed import seed_jobs
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the CI slow step
 
 SERVER_MS = "const t = performance.getEntriesByType('navigation')[0]; return t.responseEnd - t.requestStart;"
 PROBLEM = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}

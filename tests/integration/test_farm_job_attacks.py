@@ -1,4 +1,5 @@
-"""Attacks from inside real farm jobs: a harness job whose agent goes after the farm itself through the
+"""Attacks from inside real farm jobs (the attack suite's farm-level part, beside tests/security/ so it shares
+the integration suite's farm): a harness job whose agent goes after the farm itself through the
 only door it has (its gateway relay), the farm's Redis, and the worker's secrets."""
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import pytest
 
 from farm.launcher import LocalFarm
 from farm.models.results import JobState
-from tests.integration.conftest import api, farm  # noqa: F401 (the shared farm of the integration suite)
 from tests.integration.test_harness_shell import submit_task, task_id, wait_task
 
 pytestmark = pytest.mark.integration
@@ -57,8 +57,8 @@ print("ATTACK " + json.dumps(out))
 
 
 def test_a_harness_job_cannot_reach_the_farm_its_redis_or_its_secrets(
-    api: httpx.Client,  # noqa: F811
-    farm: LocalFarm,  # noqa: F811
+    api: httpx.Client,
+    farm: LocalFarm,
 ) -> None:
     redis_port = urllib.parse.urlsplit(farm.redis_url).port
     task = task_id("attack")
