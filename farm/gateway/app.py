@@ -239,6 +239,15 @@ def _record(
     )
 
 
+async def _keep(runtime: GatewayRuntime, record: CompletionRecord) -> None:
+    """Append a completion to its session's log; a session that expired during the call is a 404."""
+    try:
+        await runtime.store.append_completion(record)
+    except SessionNotFound:
+        expired = f"session {record.session_id!r} expired during the call"
+        raise GatewayError(ErrorKind.not_found, expired) from None
+
+
 EncoderFactory = Callable[[ChatCompletion, ChatRequest], StreamEncoder]
 
 
@@ -298,12 +307,7 @@ async def _model_call(
             result.upstream_s,
             time.perf_counter() - started,
         )
-        try:
-            await runtime.store.append_completion(record)
-        except SessionNotFound:
-            raise GatewayError(
-                ErrorKind.not_found, f"session {session_id!r} expired during the call"
-            ) from None
+        await _keep(runtime, record)
     except GatewayError as error:
         return _error(provider, error)
     return JSONResponse(PROVIDERS[provider].render_response(reply.completion, chat))
@@ -354,11 +358,7 @@ async def _relay(
             upstream.upstream_s,
             time.perf_counter() - started,
         )
-        try:
-            await runtime.store.append_completion(record)
-        except SessionNotFound:
-            expired = f"session {session_id!r} expired during the call"
-            raise GatewayError(ErrorKind.not_found, expired) from None
+        await _keep(runtime, record)
     except (GatewayError, httpx.HTTPError) as exc:
         error = (
             exc
