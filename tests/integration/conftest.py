@@ -3,7 +3,6 @@ workers (one per queue) and three reference LLM servers, all real processes."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,13 +13,9 @@ import redis
 
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
+from handlers.harness.clis import cli_cache
 
 pytestmark = pytest.mark.integration
-
-
-def harness_cli_cache() -> Path:
-    configured = os.environ.get("FARM_HARNESS_CLI_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "rollout-farm" / "harness-cli"
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +36,7 @@ def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
         llm_args=["--accuracy", "0.5", "--seed", "7", "--token-latency-ms", "4"],
         # harness CLIs the tests install from npm live in a cache under the home, which sandboxes
         # do not see unless it is granted (tests/integration/test_harness_cli.py)
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_HARNESS_CLI_DIRS": str(harness_cli_cache())},
+        env={"FARM_WORKDIR": str(logs / "work"), "FARM_HARNESS_CLI_DIRS": str(cli_cache())},
         log_dir=logs,
     )
     local.start(timeout_s=90)

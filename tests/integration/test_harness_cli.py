@@ -10,62 +10,33 @@ see)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
 
 from farm.models.results import JobState
-from tests.integration.conftest import harness_cli_cache
+from handlers.harness.clis import HARNESS_CLIS, CliUnavailable, cli_cache, install_cli
 from tests.integration.test_harness_shell import submit_task, wait_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PI_PACKAGE = "@mariozechner/pi-coding-agent"
-PI_VERSION = "0.73.1"
+PI_VERSION = HARNESS_CLIS["pi"].version
 INSTRUCTION = "Fix the add function in calc.py so that test_calc.py passes."  # scripts/harness.jsonl
 CALC = "def add(a, b):\n    return a - b\n"
 TEST = 'from calc import add\n\nassert add(2, 3) == 5, f"add(2, 3) = {add(2, 3)}"\nprint("ok")\n'
 
 
-def cli_cache() -> Path:
-    return harness_cli_cache()  # granted to the session farm's harness sandboxes (FARM_HARNESS_CLI_DIRS)
-
-
-def npm_install(package: str, version: str) -> Path:
-    """The package's install prefix in the cache, installed once (atomically) from the registry."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are needed to install a harness CLI from the npm registry")
-    cache = cli_cache()
-    assert not str(cache.resolve()).startswith("/tmp/"), (
-        "sandboxes cannot see /tmp: set FARM_HARNESS_CLI_CACHE"
-    )
-    target = cache / f"{package.rsplit('/', 1)[-1]}-{version}"
-    if (target / "node_modules" / ".bin").is_dir():
-        return target
-    ping = subprocess.run(["npm", "ping"], capture_output=True, text=True, timeout=60)
-    if ping.returncode != 0:
-        pytest.skip(f"the npm registry is unreachable: {(ping.stderr or ping.stdout).strip()[-300:]}")
-    cache.mkdir(parents=True, exist_ok=True)
-    partial = cache / f".partial-{target.name}-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    install = ["npm", "install", "--prefix", str(partial), "--no-audit", "--no-fund", "--loglevel=error"]
-    done = subprocess.run([*install, f"{package}@{version}"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"npm install {package}@{version} failed:\n{done.stderr[-2000:]}"
-    try:
-        partial.rename(target)
-    except OSError:  # installed meanwhile by someone else
-        shutil.rmtree(partial, ignore_errors=True)
-    return target
-
-
 @pytest.fixture(scope="module")
 def pi_bin() -> str:
-    binary = npm_install(PI_PACKAGE, PI_VERSION) / "node_modules" / ".bin" / "pi"
+    assert not str(cli_cache().resolve()).startswith("/tmp/"), (
+        "sandboxes cannot see /tmp: set FARM_HARNESS_CLI_CACHE"
+    )
+    try:
+        binary = install_cli(HARNESS_CLIS["pi"])
+    except CliUnavailable as exc:
+        pytest.skip(str(exc))
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
     assert version.returncode == 0 and PI_VERSION in version.stdout + version.stderr, version
     return str(binary)
