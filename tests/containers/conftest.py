@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,19 @@ def sandbox_processes(root: Path) -> list[int]:
             continue
         if str(root).encode() in cmdline:
             found.append(int(entry.name))
+    return found
+
+
+def namespace_processes(pidns: str) -> list[Path]:
+    """The /proc entries of the processes in one pid namespace (`readlink /proc/<pid>/ns/pid`): a
+    sandbox's own processes, whatever else runs on the machine."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(proc / "ns" / "pid") == pidns:
+                found.append(proc)
+        except OSError:
+            continue
     return found
 
 

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,9 @@ from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
 
-from .conftest import sandbox_processes
+from .conftest import namespace_processes, sandbox_processes
 
 CONNECT = "python3 -c \"import socket as s; s.create_connection(('{host}', {port}), 2); print('connected')\""
-
-
-@pytest.fixture
-def host_listener() -> Iterator[int]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    yield server.getsockname()[1]
-    server.close()
 
 
 def test_no_network_when_off(sandbox: Sandbox, host_listener: int) -> None:
@@ -102,7 +92,7 @@ def test_fork_bomb_is_contained_and_the_sandbox_stops_cleanly(
     pidns = os.readlink(f"/proc/{sandbox.info.init_pid}/ns/pid")
     bomb = sandbox.exec("bomb() { bomb | bomb & }; bomb", timeout=3)
     assert "Resource temporarily unavailable" in bomb.stderr
-    peak = _in_namespace(pidns)  # counted in the sandbox's own pid namespace: others may run meanwhile
+    peak = namespace_processes(pidns)  # counted in the sandbox's own pid namespace: others may run meanwhile
     assert len(peak) <= 64 + 2  # the limit, plus bwrap's init and the execution server
     if sandbox.info.cgroup:  # running as root: RLIMIT_NPROC is not enforced, the pids cgroup is
         assert int(Path(sandbox.info.cgroup, "pids.current").read_text()) <= 64
@@ -110,20 +100,9 @@ def test_fork_bomb_is_contained_and_the_sandbox_stops_cleanly(
     assert not Path(sandbox.info.sandbox_dir).exists()
     assert sandbox_processes(Path(sandbox.info.sandbox_dir)) == []
     deadline = time.monotonic() + 5  # killed processes may linger a moment as zombies until reaped
-    while _in_namespace(pidns) and time.monotonic() < deadline:
+    while namespace_processes(pidns) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _in_namespace(pidns) == []
-
-
-def _in_namespace(pidns: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if os.readlink(proc / "ns" / "pid") == pidns:
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
+    assert namespace_processes(pidns) == []
 
 
 def test_memory_hog_is_contained(runtime: LocalRuntime) -> None:

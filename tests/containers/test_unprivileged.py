@@ -19,6 +19,8 @@ import pytest
 
 from containers.bwrap import find_bwrap
 
+from .conftest import namespace_processes
+
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
 PACKAGES = [
@@ -124,30 +126,9 @@ def test_local_runtime_as_an_unprivileged_user(staged: Path) -> None:
     assert report["write_etc"] != 0 and report["workspace"] == "ok\n" and report["bash"] == "/tmp\n"
     assert report["bomb_limited"] and report["after_bomb"] == "alive\n"
     deadline = time.monotonic() + 5  # killed processes may linger a moment as zombies until reaped
-    while time.monotonic() < deadline and _in_namespace(report["pidns"]):
+    while time.monotonic() < deadline and namespace_processes(report["pidns"]):
         time.sleep(0.05)
     assert not Path(f"/proc/{report['init_pid']}").exists()
-    left = _in_namespace(report["pidns"])  # this sandbox's processes only: others may run meanwhile
+    left = namespace_processes(report["pidns"])  # this sandbox's processes only: others may run meanwhile
     assert left == [], [(p / "cmdline").read_bytes()[:150] for p in left if p.exists()]
-    assert list((staged / "sandboxes").iterdir()) in ([], [staged / "sandboxes" / ".loopback"])
-
-
-def _in_namespace(pidns: str) -> list[Path]:
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if os.readlink(proc / "ns" / "pid") == pidns:
-                found.append(proc)
-        except OSError:
-            continue
-    return found
-
-
-def _uid(proc: Path) -> int | None:
-    try:
-        for line in (proc / "status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+    assert list((staged / "sandboxes").iterdir()) == []

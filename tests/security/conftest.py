@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,15 +49,6 @@ def sandbox(runtime: LocalRuntime, request: pytest.FixtureRequest) -> Iterator[S
         started = runtime.start(SandboxSpec(network=request.param))
     with started:
         yield started
-
-
-@pytest.fixture
-def host_listener() -> Iterator[int]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    yield server.getsockname()[1]
-    server.close()
 
 
 def secret_found(text: str) -> bool:
