@@ -15,13 +15,13 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
 from celery.signals import worker_init, worker_ready, worker_shutdown
 
+from containers.local import default_root
 from farm import keys
 from farm.redis_clients import redis_client
 from farm.settings import get_settings
@@ -46,9 +46,13 @@ def _client() -> redis.Redis:
     return _shared
 
 
+def _info(description: dict[str, Any]) -> str:
+    return json.dumps({**description, "registered_at": time.time()})
+
+
 def register(client: redis.Redis, hostname: str, description: dict[str, Any]) -> None:
     pipe = client.pipeline(transaction=True)
-    pipe.hset(keys.WORKERS_INFO, hostname, json.dumps({**description, "registered_at": time.time()}))
+    pipe.hset(keys.WORKERS_INFO, hostname, _info(description))
     pipe.zadd(keys.WORKERS, {hostname: time.time() + TTL_S})
     pipe.execute()
 
@@ -116,9 +120,10 @@ def live_run_queues() -> set[str]:
 
 def local_sandboxes() -> int:
     """Sandboxes of this farm on this node (directories under the local runtime's root)."""
-    root = Path(get_settings().workdir) / "sandboxes"
     try:
-        return sum(1 for entry in os.scandir(root) if not entry.name.startswith(".") and entry.is_dir())
+        return sum(
+            1 for entry in os.scandir(default_root()) if not entry.name.startswith(".") and entry.is_dir()
+        )
     except OSError:
         return 0
 
@@ -133,7 +138,7 @@ def _beat(hostname: str, description: dict[str, Any]) -> None:
             sandboxes = local_sandboxes()
             if sandboxes != description.get("sandboxes"):  # written only when it changed
                 description["sandboxes"] = sandboxes
-                r.hset(keys.WORKERS_INFO, hostname, json.dumps({**description, "registered_at": time.time()}))
+                r.hset(keys.WORKERS_INFO, hostname, _info(description))
             beats += 1
             if beats % PRUNE_EVERY == 0:
                 prune(r)
