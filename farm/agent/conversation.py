@@ -52,7 +52,7 @@ class TokenConversation:
         if not self.response_ids or self.response_ids[-1] != self.tokenizer.eos_token_id:
             # A turn cut by max_tokens has no end-of-turn token; close it as the template would.
             self._append_masked([self.tokenizer.eos_token_id])
-        self._append_masked(self.tokenizer.continuation_ids(self.messages, new, self.tools or None))
+        self._append_masked(self.tokenizer.continuation_ids(new, self.tools or None))
         self.messages.extend(new)
 
     def _append_masked(self, ids: list[int]) -> None:

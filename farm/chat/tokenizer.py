@@ -116,7 +116,6 @@ class ChatTokenizer:
 
     def continuation_ids(
         self,
-        history: Sequence[Message],
         new_messages: Sequence[Message],
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
@@ -126,10 +125,9 @@ class ChatTokenizer:
         The history is never rendered again: templates rewrite earlier turns (Qwen3 drops their reasoning,
         some re-serialize tool-call arguments or stamp a date), so a re-render would not reproduce what
         was sampled. The new messages are rendered after a fixed base conversation instead, and what the
-        template puts after the base's last eot token is the continuation (as veRL and SkyRL do).
-        `history` is accepted for the caller's symmetry and not read.
+        template puts after the base's last eot token is the continuation (as veRL and SkyRL do), the
+        same whatever came before.
         """
-        del history
         base_turns = self.render(CONTINUATION_BASE, tools).count(self.eot_token)
         after = self.render([*CONTINUATION_BASE, *new_messages], tools, add_generation_prompt)
         # The base itself may render differently once it is not the end of the conversation (Qwen3

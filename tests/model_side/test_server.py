@@ -58,7 +58,7 @@ def _check_two_turns(tokenizer: ChatTokenizer, generate) -> None:  # type: ignor
     call = _as_message(tokenizer, first)
     assert call["content"] == "Let me count them." and call["tool_calls"][0]["function"]["name"] == "python"
     tool = _run_tool(call)
-    prompt2 = prompt1 + first.token_ids + tokenizer.continuation_ids([*QUESTION, call], [tool], [PYTHON_TOOL])
+    prompt2 = prompt1 + first.token_ids + tokenizer.continuation_ids([tool], [PYTHON_TOOL])
     assert prompt2 == tokenizer.apply_chat_template([*QUESTION, call, tool], [PYTHON_TOOL])
     second = generate(prompt2, {"max_tokens": 200, "seed": 11})
     answer = _as_message(tokenizer, second)["content"]

@@ -103,7 +103,7 @@ def test_continuation_ids_extend_sampled_ids(
     sampled = tokenizer.encode(tokenizer.assistant_text(assistant))
     assert sampled[-1] == tokenizer.eos_token_id
     new = [{"role": "user", "content": "next"}]
-    continued = prompt_ids + sampled + tokenizer.continuation_ids([*messages, assistant], new, tool_list)
+    continued = prompt_ids + sampled + tokenizer.continuation_ids(new, tool_list)
     assert continued == tokenizer.apply_chat_template([*messages, assistant, *new], tool_list)
 
 

@@ -77,12 +77,9 @@ def test_a_tool_rollout_continues_past_every_turn_with_sampled_tokens_untouched(
     assert text.endswith("The answer is \\boxed{35}.<|im_end|>")
 
 
-def test_the_continuation_does_not_depend_on_the_history(qwen3: ChatTokenizer) -> None:
+def test_the_continuation_of_consecutive_tool_results_is_one_user_turn(qwen3: ChatTokenizer) -> None:
     new = [{"role": "tool", "content": "7"}, {"role": "tool", "content": "8"}]
-    short = qwen3.continuation_ids(QUESTION, new, TOOLS)
-    long_history = [*QUESTION, {"role": "assistant", "content": "x", "reasoning_content": "y"}] * 3
-    assert qwen3.continuation_ids(long_history, new, TOOLS) == short
-    assert qwen3.decode(short) == (
+    assert qwen3.decode(qwen3.continuation_ids(new, TOOLS)) == (
         "\n<|im_start|>user\n<tool_response>\n7\n</tool_response>\n<tool_response>\n8\n</tool_response>"
         "<|im_end|>\n<|im_start|>assistant\n"
     )
