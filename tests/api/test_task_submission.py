@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import httpx
+import pytest
 import redis
 
 from farm import keys
@@ -33,6 +34,7 @@ def _sessions_of(r: redis.Redis, task_id: str) -> int:
     return sum(1 for _ in r.scan_iter(match=f"{keys.job(task_id)}*", count=1000))
 
 
+@pytest.mark.slow  # kills an API process mid-request: the CI slow step
 def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Callable[..., LocalFarm]) -> None:
     farm = start_api()
     r = redis.Redis.from_url(farm.redis_url)

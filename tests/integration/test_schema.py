@@ -23,7 +23,7 @@ from farm.api.app import create_app
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # schemathesis fuzzing: the CI slow step
 
 MAX_EXAMPLES = 12
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
