@@ -48,6 +48,17 @@ from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
 
 HANDLE_FILE = "handle.json"
+
+
+def record_handle(handle: SandboxHandle) -> None:
+    """Writes the sandbox's handle file whole or not at all (a starter killed mid-write must not leave
+    a truncated file that no sweep can read)."""
+    path = Path(handle.sandbox_dir) / HANDLE_FILE
+    partial = path.with_name(f".{HANDLE_FILE}.tmp")
+    partial.write_text(handle.model_dump_json())
+    os.replace(partial, path)
+
+
 LOG_FILE = "server.log"
 
 # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that forked exits. Spawning
@@ -154,13 +165,13 @@ class LocalRuntime:
         )
         # Recorded from the start (and again once its launcher runs), so a sandbox whose starter is
         # killed half-way can still be found and stopped (tasks/orphans.py).
-        (sandbox_dir / HANDLE_FILE).write_text(partial.model_dump_json())
+        record_handle(partial)
         try:
             handle = self._launch(bwrap, spec, partial, control, identity)
         except BaseException:
             self.teardown(partial)
             raise
-        (sandbox_dir / HANDLE_FILE).write_text(handle.model_dump_json())
+        record_handle(handle)
         return Sandbox(handle, self)
 
     def _launch(
@@ -254,7 +265,7 @@ class LocalRuntime:
         with _children_lock:
             _children[handle.id] = proc
         handle = handle.model_copy(update={"pid": proc.pid, "pid_start": procs.start_ticks(proc.pid)})
-        (Path(handle.sandbox_dir) / HANDLE_FILE).write_text(handle.model_dump_json())
+        record_handle(handle)
         deadline = time.monotonic() + spec.start_timeout_s
         try:
             info = self._read_info(proc, info_r, deadline)
@@ -276,7 +287,7 @@ class LocalRuntime:
                 os.write(block_w, b"1")
             self._wait_ready(proc, ready_r, deadline, spec.start_timeout_s)
         except SandboxStartError as exc:
-            (Path(handle.sandbox_dir) / HANDLE_FILE).write_text(handle.model_dump_json())
+            record_handle(handle)
             raise SandboxStartError(f"{exc}\n{self._log_tail(control.parent)}") from None
         finally:
             for fd in (info_r, ready_r, block_w):
