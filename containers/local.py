@@ -186,11 +186,63 @@ class LocalRuntime:
         pasta = find_pasta() if spec.network else None
         if spec.network and pasta is None:
             raise RuntimeUnavailable("network sandboxes need pasta (Debian package passt)")
-        hidden = self._hidden_paths(spec) if host_root else []
         staging = Staging(stage_dir()) if identity is not None else None
         ready_r, ready_w = os.pipe()
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe() if spec.network else (None, None)
+        layout = self._layout(spec, handle, control, identity, staging)
+        layout.info_fd, layout.block_fd = info_w, block_r
+        # A pids cgroup bounds the sandbox's processes; RLIMIT_NPROC would count every sandbox of the
+        # shared host uid together, so it is only the fallback.
+        limits = spec.limits
+        if any(Path(g, "pids.max").exists() for g in handle.cgroups):
+            limits = limits.model_copy(update={"max_processes": None})
+        command = server_command(
+            spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
+        )
+        argv = build_argv(bwrap, layout, command)  # before the launcher: it collects the staged binds
+        preexec = launcher_preexec(
+            identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
+        )
+        passed = tuple(fd for fd in (ready_w, info_w, block_r) if fd is not None)
+        try:
+            with open(control.parent / LOG_FILE, "ab") as log:
+                proc = _spawner.submit(
+                    subprocess.Popen,
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=sandbox_env(spec, handle.id, host_root=host_root),
+                    pass_fds=passed,
+                    start_new_session=True,
+                    preexec_fn=preexec,
+                ).result()
+        finally:
+            for fd in passed:
+                os.close(fd)
+        with _children_lock:
+            _children[handle.id] = proc
+        handle = handle.model_copy(update={"pid": proc.pid, "pid_start": procs.start_ticks(proc.pid)})
+        record_handle(handle)
+        try:
+            return self._await_start(proc, spec, handle, pasta, info_r, ready_r, block_w)
+        finally:
+            for fd in (info_r, ready_r, block_w):
+                if fd is not None:
+                    os.close(fd)
+
+    def _layout(
+        self,
+        spec: SandboxSpec,
+        handle: SandboxHandle,
+        control: Path,
+        identity: HostIdentity | None,
+        staging: Staging | None,
+    ) -> BwrapLayout:
+        """The sandbox's view of the filesystem and its user (the launch's pipes are set by the caller)."""
+        host_root = spec.image is None
+        hidden = self._hidden_paths(spec) if host_root else []
         # Read-only binds: through an idmapped mount on which host root's files are the sandbox user's (no
         # copy), or, where the kernel cannot, a copy given to that user when it could not read the source.
         userns_fd = idmap_userns(identity) if identity is not None and spec.ro_binds else None
@@ -217,8 +269,6 @@ class LocalRuntime:
             hide_files=[f for f in HIDDEN_HOST_FILES if os.path.isfile(f)] if host_root else [],
             resolv_conf=spec.network,
             die_with_parent=spec.die_with_parent,
-            info_fd=info_w,
-            block_fd=block_r,
             uid=inner,
             gid=inner,
             tmp_size=host_limits.tmp_size_bytes(spec.limits),
@@ -232,40 +282,20 @@ class LocalRuntime:
             layout.ro_binds.append((str(PACKAGE_DIR), f"{IMAGE_LIB_DIR}/containers"))
         else:  # bring along the interpreter and import path living under /tmp or a hidden directory
             layout.ro_binds += [(p, p) for p in host_paths_for_server(hidden)]
-        # A pids cgroup bounds the sandbox's processes; RLIMIT_NPROC would count every sandbox of the
-        # shared host uid together, so it is only the fallback.
-        limits = spec.limits
-        if any(Path(g, "pids.max").exists() for g in handle.cgroups):
-            limits = limits.model_copy(update={"max_processes": None})
-        command = server_command(
-            spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
-        )
-        argv = build_argv(bwrap, layout, command)
-        env = sandbox_env(spec, handle.id, host_root=host_root)
-        preexec = launcher_preexec(
-            identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
-        )
-        passed = tuple(fd for fd in (ready_w, info_w, block_r) if fd is not None)
-        try:
-            with open(control.parent / LOG_FILE, "ab") as log:
-                proc = _spawner.submit(
-                    subprocess.Popen,
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    env=env,
-                    pass_fds=passed,
-                    start_new_session=True,
-                    preexec_fn=preexec,
-                ).result()
-        finally:
-            for fd in passed:
-                os.close(fd)
-        with _children_lock:
-            _children[handle.id] = proc
-        handle = handle.model_copy(update={"pid": proc.pid, "pid_start": procs.start_ticks(proc.pid)})
-        record_handle(handle)
+        return layout
+
+    def _await_start(
+        self,
+        proc: subprocess.Popen[bytes],
+        spec: SandboxSpec,
+        handle: SandboxHandle,
+        pasta: str | None,
+        info_r: int,
+        ready_r: int,
+        block_w: int | None,
+    ) -> SandboxHandle:
+        """Waits for bwrap's report and the server's readiness; joins the network namespace to pasta
+        behind the egress filter before the sandbox's command may run (it waits on the block pipe)."""
         deadline = time.monotonic() + spec.start_timeout_s
         try:
             info = self._read_info(proc, info_r, deadline)
@@ -288,11 +318,7 @@ class LocalRuntime:
             self._wait_ready(proc, ready_r, deadline, spec.start_timeout_s)
         except SandboxStartError as exc:
             record_handle(handle)
-            raise SandboxStartError(f"{exc}\n{self._log_tail(control.parent)}") from None
-        finally:
-            for fd in (info_r, ready_r, block_w):
-                if fd is not None:
-                    os.close(fd)
+            raise SandboxStartError(f"{exc}\n{self._log_tail(Path(handle.sandbox_dir))}") from None
         return handle
 
     def _hidden_paths(self, spec: SandboxSpec) -> list[str]:
