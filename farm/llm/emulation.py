@@ -88,3 +88,17 @@ def openai_error(emulate: Emulated, message: str, param: str | None = None) -> d
 def generate_error(message: str) -> dict[str, Any]:
     """SGLang's /generate 400 body."""
     return {"error": {"message": message}}
+
+
+SGLANG_SAMPLING_PARAMS = frozenset(
+    {
+        "max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k",
+        "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens", "n",
+        "json_schema", "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens",
+        "spaces_between_special_tokens", "no_stop_trim", "custom_params", "stream_interval",
+        "logit_bias", "sampling_seed",
+    }
+)  # fmt: skip
+"""The API parameters of SGLang's SamplingParams (sgl-project/sglang,
+python/sglang/srt/sampling/sampling_params.py @ 00c17cafcb9e289d5ca97c50e44ada54e4fd5b03), a
+`msgspec.Struct(kw_only=True)`: constructing it with any other keyword is a TypeError."""
