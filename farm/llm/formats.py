@@ -124,6 +124,36 @@ def chat_logprobs(
     return {"content": content}
 
 
+def sglang_finish(sample: Sample) -> dict[str, Any]:
+    """meta_info.finish_reason as SGLang's scheduler reports it (managers/schedule_batch.py FINISH_*)."""
+    if sample.finish_reason == "abort":
+        return {"type": "abort", "message": "Abort in waiting queue" if not sample.token_ids else "Abort"}
+    if sample.finish_reason == "length":
+        return {"type": "length", "length": len(sample.token_ids)}
+    matched = sample.stop_reason if sample.stop_reason is not None else sample.token_ids[-1]
+    return {"type": "stop", "matched": matched}
+
+
+def sglang_meta(
+    tokenizer: ChatTokenizer, prompt_ids: list[int], sample: Sample, *, return_logprob: bool, latency_s: float
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "id": new_id("sgl").removeprefix("sgl-"),
+        "finish_reason": sglang_finish(sample),
+        "prompt_tokens": len(prompt_ids),
+        "completion_tokens": len(sample.token_ids),
+        "cached_tokens": 0,
+        "weight_version": "default",
+        "e2e_latency": latency_s,
+    }
+    if return_logprob:
+        meta["output_token_logprobs"] = [
+            [lp, t, tokenizer.token_text(t)] for t, lp in zip(sample.token_ids, sample.logprobs, strict=True)
+        ]
+        meta["input_token_logprobs"] = []
+    return meta
+
+
 def sglang_response(
     tokenizer: ChatTokenizer,
     prompt_ids: list[int],
@@ -134,28 +164,13 @@ def sglang_response(
     no_stop_trim: bool,
     latency_s: float,
 ) -> dict[str, Any]:
-    if sample.finish_reason == "length":
-        finish: dict[str, Any] = {"type": "length", "length": len(sample.token_ids)}
-    else:
-        matched = sample.stop_reason if sample.stop_reason is not None else sample.token_ids[-1]
-        finish = {"type": "stop", "matched": matched}
     text = sample.text
     if no_stop_trim and isinstance(sample.stop_reason, str) and not text.endswith(sample.stop_reason):
         text += sample.stop_reason
-    meta: dict[str, Any] = {
-        "id": new_id("sgl").removeprefix("sgl-"),
-        "finish_reason": finish,
-        "prompt_tokens": len(prompt_ids),
-        "completion_tokens": len(sample.token_ids),
-        "cached_tokens": 0,
-        "weight_version": "default",
-        "e2e_latency": latency_s,
-    }
+    meta = sglang_meta(tokenizer, prompt_ids, sample, return_logprob=return_logprob, latency_s=latency_s)
     if return_logprob:
-        meta["output_token_logprobs"] = [
-            [lp, t, None] for t, lp in zip(sample.token_ids, sample.logprobs, strict=True)
-        ]
-        meta["input_token_logprobs"] = []
+        # /generate sets return_text_in_logprobs=False unless asked: the text slot is null there.
+        meta["output_token_logprobs"] = [[lp, t, None] for lp, t, _ in meta["output_token_logprobs"]]
     return {
         "text": visible_text(tokenizer, text, skip_special_tokens),
         "output_ids": sample.token_ids,
