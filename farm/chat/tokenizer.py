@@ -14,6 +14,9 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from farm.chat.families import Family, detect_family, parse_family
+from farm.chat.tool_calls import ParsedAssistant
+
 SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "farm-tiny"
 """The tokenizer that ships with the project (see assets/build_tokenizer.py)."""
 
@@ -41,6 +44,7 @@ class ChatTokenizer:
         self.eos_token_id: int = hf.convert_tokens_to_ids(self.eot_token)
         self.vocab_size: int = len(hf)
         self._lock = threading.Lock()
+        self.family: Family = detect_family(self._is_single_token)
 
     @classmethod
     def load(cls, name_or_path: str | None = None) -> ChatTokenizer:
@@ -71,6 +75,13 @@ class ChatTokenizer:
     def token_text(self, token_id: int) -> str:
         """The text of one token alone (may be a partial UTF-8 character, shown with U+FFFD)."""
         return self.decode([token_id])
+
+    def _is_single_token(self, text: str) -> bool:
+        return len(self.hf.encode(text, add_special_tokens=False)) == 1
+
+    def parse_assistant(self, text: str) -> ParsedAssistant:
+        """A sampled assistant turn read in this tokenizer's tool-call family (farm/chat/families.py)."""
+        return parse_family(self.family, text, self.eot_token)
 
     def is_special(self, token_id: int) -> bool:
         return token_id in self.hf.all_special_ids
