@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from farm.agent.conversation import TokenConversation
 from farm.agent.tools import FunctionTool, ToolError
-from farm.chat.tool_calls import parse_assistant
+from farm.chat.families import CALL_HINTS
 from farm.errors import JobCancelled, JobDeadlineExceeded
 from farm.handler.context import JobContext
 from farm.inference import ContextOverflow
@@ -108,7 +108,7 @@ def run_agent(
                 episode.finish_reason = "context_window"
                 return episode
             episode.turns += 1
-            parsed = parse_assistant(ctx.tokenizer.decode(generation.token_ids))
+            parsed = ctx.tokenizer.parse_assistant(ctx.tokenizer.decode(generation.token_ids))
             message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
             if parsed.tool_calls:
                 message["tool_calls"] = [
@@ -152,7 +152,7 @@ def run_agent(
                     {
                         "role": "user",
                         "content": f"Your tool call could not be parsed ({error}). Emit "
-                        '<tool_call>{"name": ..., "arguments": {...}}</tool_call> with valid JSON.',
+                        f"{CALL_HINTS[ctx.tokenizer.family]} with valid JSON.",
                     }
                 )
             left = config.max_turns - episode.turns

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from farm.chat.tokenizer import ChatTokenizer
-from farm.chat.tool_calls import ParsedAssistant, parse_assistant
+from farm.chat.tool_calls import ParsedAssistant
 from farm.llm.sampling import Sample
 
 
@@ -93,7 +93,7 @@ def assistant_message(
     tokenizer: ChatTokenizer, sample: Sample, parse_tools: bool
 ) -> tuple[dict[str, Any], str]:
     """The chat `message` and its finish_reason; tool calls are parsed as vLLM's hermes parser does."""
-    parsed: ParsedAssistant = parse_assistant(sample.text, tokenizer.eot_token)
+    parsed: ParsedAssistant = tokenizer.parse_assistant(sample.text)
     raw = visible_text(tokenizer, sample.text, True)
     message: dict[str, Any] = {"role": "assistant", "content": raw, "reasoning": None, "tool_calls": []}
     if parsed.reasoning is not None:
