@@ -259,6 +259,7 @@ async def _model_call(
     model: str | None = None,
     stream: bool | None = None,
     encoder: EncoderFactory | None = None,
+    media_type: str = "text/event-stream",
 ) -> Response:
     started_at = time.time()
     started = time.perf_counter()
@@ -290,7 +291,7 @@ async def _model_call(
             )
             return StreamingResponse(
                 frames,
-                media_type="text/event-stream",
+                media_type=media_type,
                 headers={"cache-control": "no-cache"},
             )
         result = await runtime.forwarder.complete(info, chat, completion_id, backend)
@@ -421,6 +422,9 @@ def _google_encoder(alt_sse: bool) -> EncoderFactory:
     return make
 
 
+# google-genai 3.6 (google/genai/_api_client.py, GOOGLE_AI_API_DEFAULT_VERSION = 'v1') calls /v1/ unless told
+# `api_version="v1beta"`; gemini-cli pins v1beta. Both are served by one handler.
+@router.post("/sessions/{session_id}/v1/models/{model_action}")
 @router.post("/sessions/{session_id}/v1beta/models/{model_action}")
 async def google_generate(
     session_id: str, model_action: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
@@ -431,7 +435,14 @@ async def google_generate(
     if action == "streamGenerateContent":
         alt_sse = request.query_params.get("alt") == "sse"
         return await _model_call(
-            request, runtime, session_id, GOOGLE, model, stream=True, encoder=_google_encoder(alt_sse)
+            request,
+            runtime,
+            session_id,
+            GOOGLE,
+            model,
+            stream=True,
+            encoder=_google_encoder(alt_sse),
+            media_type="text/event-stream" if alt_sse else "application/json",
         )
     if action == "countTokens":
         return await _count_tokens(request, runtime, session_id, GOOGLE, model)

@@ -216,6 +216,11 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     return _envelope(completion, request, _parts(completion), final=True)
 
 
+# Google's servers end each event with CRLF CRLF; google-genai's _SseLineDecoder (google/genai/_api_client.py,
+# google-genai 3.6.1) splits at CR, LF or CRLF, so this is what the SDK is written against.
+_CRLF = "\r\n\r\n"
+
+
 class StreamEncoder:
     """Partial GenerateContentResponses: a chunk per text piece as it arrives; function calls are held until
     the end so the last one carries finishReason (no empty trailing chunk needed for a call turn).
@@ -232,7 +237,7 @@ class StreamEncoder:
 
     def _frame(self, chunk: dict[str, Any]) -> str:
         if self.sse:
-            return sse_data(chunk)
+            return sse_data(chunk, _CRLF)
         self.sent += 1
         return ("[" if self.sent == 1 else ",") + json.dumps(chunk, separators=(",", ":"))
 
@@ -257,7 +262,7 @@ class StreamEncoder:
 
     def error(self, error: GatewayError) -> list[str]:
         if self.sse:
-            return [sse_data(render_error(error))]
+            return [sse_data(render_error(error), _CRLF)]
         return [("[" if self.sent == 0 else ",") + json.dumps(render_error(error)) + "]"]
 
 
