@@ -88,7 +88,9 @@ def test_a_stale_run_that_fails_leaves_the_retry_its_sandbox(store: JobStore) ->
     record = store.get("fence-2")
     assert record is not None and not record.state.terminal  # and the stale attempt ended nothing
 
-    lifecycle._run_stage(retry, handler, lifecycle._context(retry.record, handler, "run", lambda: None, retry))
+    lifecycle._run_stage(
+        retry, handler, lifecycle._context(retry.record, handler, "run", lambda: None, retry)
+    )
     assert RecordingHandler.torn_down == ["s"]
     record = store.get("fence-2")
     assert record is not None and record.state is JobState.failed
