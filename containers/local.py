@@ -19,6 +19,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from containers import egress, procs
 from containers import limits_host as host_limits
@@ -228,9 +229,9 @@ class LocalRuntime:
         try:
             return self._await_start(proc, spec, handle, pasta, info_r, ready_r, block_w)
         finally:
-            for fd in (info_r, ready_r, block_w):
-                if fd is not None:
-                    os.close(fd)
+            for pipe_end in (info_r, ready_r, block_w):
+                if pipe_end is not None:
+                    os.close(pipe_end)
 
     def _layout(
         self,
@@ -334,7 +335,7 @@ class LocalRuntime:
         return list(dict.fromkeys(p for p in found if p != "/" and not _beneath(p, "/tmp")))
 
     @staticmethod
-    def _read_info(proc: subprocess.Popen[bytes], info_r: int, deadline: float) -> dict:
+    def _read_info(proc: subprocess.Popen[bytes], info_r: int, deadline: float) -> dict[str, Any]:
         """bwrap's info JSON (the sandbox init's host pid), written once the namespaces exist."""
         data = b""
         while True:
@@ -346,7 +347,8 @@ class LocalRuntime:
                 chunk = os.read(info_r, 4096)
                 data += chunk
                 with contextlib.suppress(ValueError):
-                    return json.loads(data)
+                    info: dict[str, Any] = json.loads(data)
+                    return info
                 if not chunk:
                     raise SandboxStartError(f"sandbox exited during start-up (status {proc.poll()})")
             elif proc.poll() is not None:

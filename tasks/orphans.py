@@ -25,6 +25,7 @@ from farm import keys
 from farm.identity import FARM_LABEL, current_farm_id
 from farm.jobs.store import JobStore
 from farm.settings import get_settings
+from farm.text import as_text_or_none as _text
 
 log = logging.getLogger(__name__)
 SWEEP_EVERY_S = 10.0
@@ -110,7 +111,3 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
         except Exception:
             log.exception("could not stop orphaned sandbox %s", handle.id)
     return stopped
-
-
-def _text(value: bytes | str | None) -> str | None:
-    return value.decode() if isinstance(value, bytes) else value

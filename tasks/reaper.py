@@ -25,6 +25,7 @@ from celery.signals import worker_ready, worker_shutting_down
 from farm import keys
 from farm.models.results import STAGES
 from farm.settings import get_settings
+from farm.text import as_text as _text
 from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
 from tasks.orphans import sweep_due, sweep_orphan_sandboxes
@@ -122,10 +123,6 @@ def sweep_stalled(grace_s: float | None = None) -> int:
         return 0
     present = _jobs_with_messages(r)
     return sum(resend_if_stuck(store, j) for j in suspects if j not in present)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class _Lead:

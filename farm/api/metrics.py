@@ -4,7 +4,7 @@ reports the same numbers whichever worker did the work."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
@@ -17,24 +17,23 @@ from farm.api.queues import queue_depths, ready_by_node
 from farm.api.state import FarmState, farm_state
 from farm.models.backends import BackendInfo
 from farm.models.results import STAGES, TERMINAL_STATES
+from farm.text import as_text as _s
 from farm.web.responses import errors
 from farm.web.security import require_token
 from farm.workers import live_workers_async
 
 GATEWAY_CALLS = "gateway_calls:"
+Family = CounterMetricFamily | GaugeMetricFamily
+Samples = Iterable[tuple[str, float]]
 router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401))
 
 
 class _Snapshot(Collector):
-    def __init__(self, families: list) -> None:
+    def __init__(self, families: list[Family]) -> None:
         self.families = families
 
-    def collect(self):
+    def collect(self) -> Iterator[Family]:
         yield from self.families
-
-
-Family = CounterMetricFamily | GaugeMetricFamily
-Samples = Iterable[tuple[str, float]]
 
 
 def _family(kind: type[Family], name: str, doc: str, label: str, samples: Samples) -> Family:
@@ -94,7 +93,7 @@ def _node_families(workers: list[dict[str, Any]], ready: dict[str, int]) -> list
 
 @router.get("/metrics", response_class=Response)
 async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
-    stats = {k.decode(): float(v) for k, v in (await farm.redis.hgetall(keys.STATS)).items()}
+    stats = {_s(k): float(v) for k, v in (await farm.redis.hgetall(keys.STATS)).items()}
     depths = await queue_depths(farm.redis, ["init", "run", "eval"])
     workers = await live_workers_async(farm.redis)
     ready = await ready_by_node(farm.redis, {w["node"] for w in workers})

@@ -15,6 +15,7 @@ from farm.jobs import scripts
 from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec
 from farm.models.results import STAGES, JobResult, JobState, StageError, Timings
+from farm.text import as_text as _s
 
 REVOKED_KEEP_S = 24 * 3600
 ScriptArg = str | int | float
@@ -123,10 +124,6 @@ def terminal_result(
         metadata=source.metadata,
         **extra,
     )
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 LEASE_TTL_S = 6.0
