@@ -192,7 +192,8 @@ def _generate_prompt(tokenizer: ChatTokenizer, body: GenerateRequest) -> list[in
 
 def _generate_budget(engine: Engine, prompt_len: int, params: dict[str, Any]) -> int:
     """SGLang's SamplingParams is a msgspec Struct (kw_only): an argument it does not declare is a
-    TypeError, answered 400. Its own default budget is 128 new tokens, clamped to the window."""
+    TypeError, answered 400. A missing budget is its default of 128 new tokens; an explicit null is
+    clamped to the window by the scheduler."""
     unknown = sorted(set(params) - emulation.SGLANG_SAMPLING_PARAMS)
     if unknown:
         raise TypeError(f"Unexpected keyword argument '{unknown[0]}'")
@@ -200,7 +201,7 @@ def _generate_budget(engine: Engine, prompt_len: int, params: dict[str, Any]) ->
     if requested is not None and not isinstance(requested, int):
         raise ValueError(f"max_new_tokens must be an integer, got {requested!r}")
     budget = emulation.resolve_max_tokens("sglang", engine.config.max_model_len, prompt_len, requested)
-    return budget if requested is not None else min(128, budget)
+    return budget if "max_new_tokens" in params else min(128, budget)
 
 
 def _sampling(

@@ -78,7 +78,7 @@ def completion_choice(
 
 def completion_response(
     model: str, choices: list[dict[str, Any]], prompt_tokens: int, completion_tokens: int
-):
+) -> dict[str, Any]:
     return {
         "id": new_id("cmpl"),
         "object": "text_completion",
@@ -112,7 +112,7 @@ def assistant_message(
 
 def chat_logprobs(
     tokenizer: ChatTokenizer, ids: list[int], values: list[float], as_ids: bool, top: int | None
-):
+) -> dict[str, Any]:
     content = []
     for token_id, value in zip(ids, values, strict=True):
         label = token_label(tokenizer, token_id, as_ids)

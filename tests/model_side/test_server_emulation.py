@@ -1,0 +1,170 @@
+"""`farm llm serve --emulate vllm|sglang` refuses what each real server refuses, in its own words and
+shape, and `--finish-faults` ends requests with `abort` / `repetition` as the real servers can, so the
+farm's clients are tested against what they will meet. Servers run as real subprocesses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from farm.chat.tokenizer import ChatTokenizer
+from farm.gateway.errors import ErrorKind
+from farm.gateway.upstream import client_error, error_message
+from farm.inference import BackendClient, BackendUnavailable, ContextOverflow, wire
+from farm.inference.errors import BackendRejected
+from farm.inference.sampling_keys import SGLANG_KEYS
+from farm.llm.emulation import SGLANG_SAMPLING_PARAMS, ContextWindowExceeded, resolve_max_tokens
+from tests.model_side.conftest import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+WINDOW = ["--policy", "scripted", "--max-model-len", "1024"]
+HELLO = [{"role": "user", "content": "Say hello."}]
+
+
+def _server(*args: str) -> Iterator[ServerProcess]:
+    server = ServerProcess([*WINDOW, *args]).wait_ready()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def sglang_server() -> Iterator[ServerProcess]:
+    yield from _server("--emulate", "sglang")
+
+
+@pytest.fixture(scope="module")
+def vllm_server() -> Iterator[ServerProcess]:
+    yield from _server("--emulate", "vllm")
+
+
+@pytest.fixture(scope="module")
+def aborting_servers() -> Iterator[dict[str, ServerProcess]]:
+    servers = {
+        kind: ServerProcess([*WINDOW, "--emulate", kind, "--finish-faults", "abort=1"])
+        for kind in ("vllm", "sglang")
+    }
+    yield {kind: server.wait_ready() for kind, server in servers.items()}
+    for server in servers.values():
+        server.stop()
+
+
+def test_the_farms_sglang_keys_are_all_sglang_sampling_params() -> None:
+    """The farm's list (farm/inference/sampling_keys.py) against the emulator's, each read from SGLang."""
+    assert SGLANG_KEYS <= SGLANG_SAMPLING_PARAMS
+
+
+def test_sglang_generate_refuses_an_unknown_sampling_key(sglang_server: ServerProcess) -> None:
+    body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4, "bad_words": ["x"]}}
+    answer = httpx.post(f"{sglang_server.root}/generate", json=body, timeout=30)
+    assert answer.status_code == 400
+    assert answer.json() == {"error": {"message": "Unexpected keyword argument 'bad_words'"}}
+    assert isinstance(wire.error_for_status(400, answer.text, "b"), BackendRejected)
+
+
+def test_vllm_refuses_prompt_plus_max_tokens_over_the_window(
+    vllm_server: ServerProcess, tokenizer: ChatTokenizer
+) -> None:
+    prompt = tokenizer.encode("word " * 1000)[:1000]
+    body = {"prompt": prompt, "max_tokens": 100, "logprobs": 0, "return_token_ids": True}
+    answer = httpx.post(f"{vllm_server.address}/completions", json=body, timeout=30)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == "max_tokens" and error["code"] == 400 and error["type"] == "BadRequestError"
+    assert error["message"].startswith("'max_tokens' or 'max_completion_tokens' is too large: 100.")
+    with BackendClient(vllm_server.address, "vllm") as client, pytest.raises(ContextOverflow):
+        client.generate(prompt, {"max_tokens": 100})
+
+
+def test_sglang_chat_overflow_is_a_top_level_error_the_gateway_classifies(
+    sglang_server: ServerProcess,
+) -> None:
+    body = {"model": "m", "messages": HELLO, "max_tokens": 1020}
+    answer = httpx.post(f"{sglang_server.address}/chat/completions", json=body, timeout=30)
+    data = answer.json()
+    assert answer.status_code == 400 and data["object"] == "error" and "error" not in data
+    assert data["message"].startswith(
+        "Requested token count exceeds the model's maximum context length of 1024"
+    )
+    assert client_error(400, error_message(data, "")).kind is ErrorKind.context_overflow
+
+
+def test_sglang_refuses_its_token_id_flags_on_a_stream(sglang_server: ServerProcess) -> None:
+    for flag in ("return_token_ids", "return_prompt_token_ids", "return_meta_info"):
+        body = {"model": "m", "messages": HELLO, "max_tokens": 4, "stream": True, flag: True}
+        answer = httpx.post(f"{sglang_server.address}/chat/completions", json=body, timeout=30)
+        assert answer.status_code == 400 and answer.json()["message"].startswith(f"{flag} is not supported")
+
+
+def test_each_server_grants_its_own_budget() -> None:
+    """Unset: vLLM grants the rest of the window; SGLang's scheduler grants max_req_len - prompt - 1
+    (= window - 2 - prompt). Set: vLLM admits prompt + max == window, SGLang refuses it."""
+    assert resolve_max_tokens("vllm", 1024, 1000, None) == 24
+    assert resolve_max_tokens("sglang", 1024, 1000, None) == 22
+    assert resolve_max_tokens("vllm", 1024, 1000, 24) == 24
+    with pytest.raises(ContextWindowExceeded, match="You requested a total of 1024 tokens"):
+        resolve_max_tokens("sglang", 1024, 1000, 24)
+    with pytest.raises(ContextWindowExceeded, match=r"The input \(1023 tokens\) is longer"):
+        resolve_max_tokens("sglang", 1024, 1023, None)
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+def test_an_aborted_request_is_an_unavailable_backend(
+    aborting_servers: dict[str, ServerProcess], tokenizer: ChatTokenizer, kind: str
+) -> None:
+    prompt = tokenizer.apply_chat_template(HELLO)
+    address = aborting_servers[kind].address
+    with BackendClient(address, kind) as client, pytest.raises(BackendUnavailable, match="abort"):  # type: ignore[arg-type]
+        client.generate(prompt, {"max_tokens": 16, "seed": 1})
+
+
+def test_repetition_ends_normally_and_is_recorded(tokenizer: ChatTokenizer) -> None:
+    server = ServerProcess([*WINDOW, "--finish-faults", "repetition=1"]).wait_ready()
+    try:
+        with BackendClient(server.address, "vllm") as client:
+            generation = client.generate(tokenizer.apply_chat_template(HELLO), {"max_tokens": 16, "seed": 1})
+        assert generation.finish_reason == "stop" and generation.stop_reason == "repetition"
+    finally:
+        server.stop()
+
+
+def test_faults_are_drawn_from_the_request_seed(tokenizer: ChatTokenizer) -> None:
+    server = ServerProcess([*WINDOW, "--finish-faults", "abort=0.5"]).wait_ready()
+    prompt = tokenizer.apply_chat_template(HELLO)
+
+    def aborted(client: BackendClient, seed: int) -> bool:
+        try:
+            client.generate(prompt, {"max_tokens": 8, "seed": seed})
+        except BackendUnavailable:
+            return True
+        return False
+
+    try:
+        with BackendClient(server.address, "vllm") as client:
+            first = [aborted(client, seed) for seed in range(16)]
+            assert [aborted(client, seed) for seed in range(16)] == first
+        assert 0 < sum(first) < 16
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("flags", "complaint"),
+    [
+        (["--emulate", "sglang", "--finish-faults", "repetition=0.1"], "SGLang has no `repetition`"),
+        (["--finish-faults", "abort"], "is not reason=chance"),
+        (["--finish-faults", "abort=0.7,repetition=0.7"], "add up to more than 1"),
+    ],
+)
+def test_bad_fault_flags_are_a_usage_error(flags: list[str], complaint: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "farm.llm", "serve", "--port", "1", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and complaint in run.stderr
