@@ -125,9 +125,11 @@ def chat_logprobs(
 
 
 def sglang_finish(sample: Sample) -> dict[str, Any]:
-    """meta_info.finish_reason as SGLang's scheduler reports it (managers/schedule_batch.py FINISH_*)."""
+    """meta_info.finish_reason as SGLang's scheduler reports it: the `to_json` of FINISH_MATCHED_TOKEN,
+    FINISH_MATCHED_STR, FINISH_LENGTH and FINISH_ABORT (sgl-project/sglang,
+    python/sglang/srt/managers/schedule_batch.py @ fd3907ee4618e96b73ee94d9a836db78efb5d046)."""
     if sample.finish_reason == "abort":
-        return {"type": "abort", "message": "Abort in waiting queue" if not sample.token_ids else "Abort"}
+        return {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
     if sample.finish_reason == "length":
         return {"type": "length", "length": len(sample.token_ids)}
     matched = sample.stop_reason if sample.stop_reason is not None else sample.token_ids[-1]
