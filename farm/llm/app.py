@@ -93,7 +93,9 @@ def _add_tokenizer_routes(app: FastAPI, engine: Engine) -> None:
 
     @app.post("/detokenize")
     async def detokenize(body: DetokenizeRequest) -> dict[str, Any]:
-        return {"prompt": tokenizer.decode(body.tokens)}
+        # vLLM answers {"prompt"}; SGLang's DetokenizeResponse is {"text"}.
+        key = "text" if config.emulate == "sglang" else "prompt"
+        return {key: tokenizer.decode(body.tokens)}
 
 
 def _add_completion_route(app: FastAPI, engine: Engine) -> None:
@@ -126,9 +128,15 @@ async def _complete(engine: Engine, body: CompletionRequest) -> tuple[list[dict[
                 sample,
                 logprobs=body.logprobs,
                 return_token_ids=body.return_token_ids,
-                as_ids=body.return_tokens_as_token_ids,
+                as_ids=body.return_tokens_as_token_ids and engine.config.emulate == "vllm",
                 skip_special_tokens=body.skip_special_tokens,
             )
+            if engine.config.emulate == "sglang":
+                # SGLang's CompletionResponseChoice (protocol.py @ 004c82e07d87): matched_stop, no
+                # prompt_logprobs; its logprob tokens are text (it has no return_tokens_as_token_ids).
+                del choice["prompt_logprobs"]
+                stop = choice.pop("stop_reason")
+                choice["matched_stop"] = formats.sglang_finish(sample).get("matched", stop)
             choices.append(choice)
             completion_total += len(sample.token_ids)
         prompt_total += len(prompt_ids)
