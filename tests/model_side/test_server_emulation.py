@@ -5,6 +5,7 @@ farm's clients are tested against what they will meet. Servers run as real subpr
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ from farm.inference.sampling_keys import SGLANG_KEYS
 from farm.llm.cli import llm
 from farm.llm.emulation import SGLANG_SAMPLING_PARAMS, ContextWindowExceeded, resolve_max_tokens
 from tests.model_side.conftest import ServerProcess
+from tests.model_side.test_server import PYTHON_TOOL, QUESTION
 
 pytestmark = pytest.mark.integration
 
@@ -30,10 +32,12 @@ FAULTS = {"sglang": "abort=0.5", "vllm": "abort=0.3,repetition=0.3"}
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, ServerProcess]]:
+def servers(script_file: Path) -> Iterator[dict[str, ServerProcess]]:
     """One server per kind, started together; faults only touch requests that reach generation."""
+    scripts = ["--scripts", str(script_file)]
     started = {
-        kind: ServerProcess([*WINDOW, "--emulate", kind, "--finish-faults", f]) for kind, f in FAULTS.items()
+        kind: ServerProcess([*WINDOW, *scripts, "--emulate", kind, "--finish-faults", f])
+        for kind, f in FAULTS.items()
     }
     yield {kind: server.wait_ready() for kind, server in started.items()}
     for server in started.values():
@@ -88,6 +92,26 @@ def test_sglang_chat_overflow_is_a_top_level_error_the_gateway_classifies(
         "Requested token count exceeds the model's maximum context length of 1024"
     )
     assert client_error(400, error_message(data, "")).kind is ErrorKind.context_overflow
+
+
+def test_sglang_chat_reply_has_sglangs_shape(sglang_server: ServerProcess, tokenizer: ChatTokenizer) -> None:
+    """A tool call as serving_chat.py builds it: ids on the choice, content "" not null, call ids
+    `call_<24 hex>` with an index, finish tool_calls with matched_stop null, text logprob tokens."""
+    body = {"model": "m", "messages": QUESTION, "tools": [PYTHON_TOOL], "max_tokens": 200, "seed": 3,
+            "logprobs": True, "return_token_ids": True, "return_meta_info": True}  # fmt: skip
+    answer = httpx.post(f"{sglang_server.address}/chat/completions", json=body, timeout=30).json()
+    (choice,) = answer["choices"]
+    assert "prompt_token_ids" not in answer and answer["metadata"] == {"weight_version": "default"}
+    assert choice["prompt_token_ids"] == tokenizer.apply_chat_template(QUESTION, [PYTHON_TOOL])
+    assert choice["finish_reason"] == "tool_calls" and choice["matched_stop"] is None
+    assert choice["message"]["content"] == "Let me count them." and "reasoning_content" in choice["message"]
+    call = choice["message"]["tool_calls"][0]
+    assert call["index"] == 0 and call["id"].startswith("call_") and len(call["id"]) == 29
+    tokens = [entry["token"] for entry in choice["logprobs"]["content"]]
+    assert tokens == [tokenizer.token_text(t) for t in choice["token_ids"]]
+    meta = choice["meta_info"]
+    assert [e[1] for e in meta["output_token_logprobs"]] == choice["token_ids"]
+    assert meta["finish_reason"] == {"type": "tool_calls", "matched": None}  # rewritten in place by SGLang
 
 
 def test_sglang_refuses_its_token_id_flags_on_a_stream(sglang_server: ServerProcess) -> None:
