@@ -26,8 +26,15 @@ from pydantic import BaseModel
 from farm.gateway.errors import ErrorKind, GatewayError, is_context_overflow
 from farm.gateway.normalized import ChatCompletion, FinishReason, ToolCall, Usage
 
-_LIMIT = re.compile(r"maximum (?:context|model) length (?:is )?(?:of )?(\d+)", re.IGNORECASE)
-_REQUESTED = re.compile(r"(?:requested|has|contains|resulted in) (\d+)(?: input)? tokens", re.IGNORECASE)
+_LIMIT = re.compile(
+    r"maximum (?:context|model) length (?:is )?(?:of )?(\d+)|context length \((\d+) tokens\)", re.IGNORECASE
+)
+# vLLM: "your request has N input tokens"; SGLang: "N tokens from the input messages", "The input (N tokens)".
+_REQUESTED = re.compile(
+    r"(?:requested|has|contains|resulted in) (\d+)(?: input)? tokens|(\d+) tokens from the input"
+    r"|the input \((\d+) tokens\)",
+    re.IGNORECASE,
+)
 
 
 class UpstreamReply(BaseModel):
@@ -182,6 +189,10 @@ def error_message(data: Any, fallback: str) -> str:
     return fallback
 
 
+def _first_number(match: re.Match[str] | None) -> int | None:
+    return next((int(g) for g in match.groups() if g), None) if match else None
+
+
 def client_error(status: int, message: str) -> GatewayError:
     """A 4xx from the backend: context overflow gets its own kind (and token counts when stated)."""
     if is_context_overflow(message):
@@ -190,7 +201,7 @@ def client_error(status: int, message: str) -> GatewayError:
         return GatewayError(
             ErrorKind.context_overflow,
             message,
-            prompt_tokens=int(requested.group(1)) if requested else None,
-            max_tokens=int(limit.group(1)) if limit else None,
+            prompt_tokens=_first_number(requested),
+            max_tokens=_first_number(limit),
         )
     return GatewayError(ErrorKind.invalid_request, f"backend refused the request ({status}): {message}")

@@ -93,7 +93,9 @@ def _add_tokenizer_routes(app: FastAPI, engine: Engine) -> None:
 
     @app.post("/detokenize")
     async def detokenize(body: DetokenizeRequest) -> dict[str, Any]:
-        return {"prompt": tokenizer.decode(body.tokens)}
+        # vLLM answers {"prompt"}; SGLang's DetokenizeResponse is {"text"}.
+        key = "text" if config.emulate == "sglang" else "prompt"
+        return {key: tokenizer.decode(body.tokens)}
 
 
 def _add_completion_route(app: FastAPI, engine: Engine) -> None:
@@ -126,9 +128,15 @@ async def _complete(engine: Engine, body: CompletionRequest) -> tuple[list[dict[
                 sample,
                 logprobs=body.logprobs,
                 return_token_ids=body.return_token_ids,
-                as_ids=body.return_tokens_as_token_ids,
+                as_ids=body.return_tokens_as_token_ids and engine.config.emulate == "vllm",
                 skip_special_tokens=body.skip_special_tokens,
             )
+            if engine.config.emulate == "sglang":
+                # SGLang's CompletionResponseChoice (protocol.py @ 004c82e07d87): matched_stop, no
+                # prompt_logprobs; its logprob tokens are text (it has no return_tokens_as_token_ids).
+                del choice["prompt_logprobs"]
+                stop = choice.pop("stop_reason")
+                choice["matched_stop"] = formats.sglang_finish(sample).get("matched", stop)
             choices.append(choice)
             completion_total += len(sample.token_ids)
         prompt_total += len(prompt_ids)
@@ -192,7 +200,8 @@ def _generate_prompt(tokenizer: ChatTokenizer, body: GenerateRequest) -> list[in
 
 def _generate_budget(engine: Engine, prompt_len: int, params: dict[str, Any]) -> int:
     """SGLang's SamplingParams is a msgspec Struct (kw_only): an argument it does not declare is a
-    TypeError, answered 400. Its own default budget is 128 new tokens, clamped to the window."""
+    TypeError, answered 400. A missing budget is its default of 128 new tokens; an explicit null is
+    clamped to the window by the scheduler."""
     unknown = sorted(set(params) - emulation.SGLANG_SAMPLING_PARAMS)
     if unknown:
         raise TypeError(f"Unexpected keyword argument '{unknown[0]}'")
@@ -200,7 +209,7 @@ def _generate_budget(engine: Engine, prompt_len: int, params: dict[str, Any]) ->
     if requested is not None and not isinstance(requested, int):
         raise ValueError(f"max_new_tokens must be an integer, got {requested!r}")
     budget = emulation.resolve_max_tokens("sglang", engine.config.max_model_len, prompt_len, requested)
-    return budget if requested is not None else min(128, budget)
+    return budget if "max_new_tokens" in params else min(128, budget)
 
 
 def _sampling(

@@ -127,9 +127,11 @@ def _sglang_choice(
     if body.return_token_ids:
         choice["token_ids"] = sample.token_ids
     if body.return_meta_info:
-        choice["meta_info"] = formats.sglang_meta(
-            tokenizer, prompt_ids, sample, return_logprob=body.logprobs, latency_s=0.0
-        )
+        meta = formats.sglang_meta(tokenizer, prompt_ids, sample, return_logprob=body.logprobs, latency_s=0.0)
+        if finish == "tool_calls":
+            # serving_chat's _process_tool_calls rewrites the engine's finish_reason dict in place.
+            meta["finish_reason"] = {"type": "tool_calls", "matched": None}
+        choice["meta_info"] = meta
     return choice
 
 

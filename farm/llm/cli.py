@@ -24,7 +24,7 @@ def _faults(spec: str) -> dict[str, float]:
 
 @click.group("llm")
 def llm() -> None:
-    """The reference LLM server: a dev/test inference backend speaking the vLLM subset the farm uses."""
+    """The reference LLM server: a dev/test inference backend that behaves like vLLM or SGLang."""
 
 
 @llm.command("serve")

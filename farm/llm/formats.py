@@ -78,7 +78,7 @@ def completion_choice(
 
 def completion_response(
     model: str, choices: list[dict[str, Any]], prompt_tokens: int, completion_tokens: int
-):
+) -> dict[str, Any]:
     return {
         "id": new_id("cmpl"),
         "object": "text_completion",
@@ -112,7 +112,7 @@ def assistant_message(
 
 def chat_logprobs(
     tokenizer: ChatTokenizer, ids: list[int], values: list[float], as_ids: bool, top: int | None
-):
+) -> dict[str, Any]:
     content = []
     for token_id, value in zip(ids, values, strict=True):
         label = token_label(tokenizer, token_id, as_ids)
@@ -125,9 +125,11 @@ def chat_logprobs(
 
 
 def sglang_finish(sample: Sample) -> dict[str, Any]:
-    """meta_info.finish_reason as SGLang's scheduler reports it (managers/schedule_batch.py FINISH_*)."""
+    """meta_info.finish_reason as SGLang's scheduler reports it: the `to_json` of FINISH_MATCHED_TOKEN,
+    FINISH_MATCHED_STR, FINISH_LENGTH and FINISH_ABORT (sgl-project/sglang,
+    python/sglang/srt/managers/schedule_batch.py @ fd3907ee4618e96b73ee94d9a836db78efb5d046)."""
     if sample.finish_reason == "abort":
-        return {"type": "abort", "message": "Abort in waiting queue" if not sample.token_ids else "Abort"}
+        return {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
     if sample.finish_reason == "length":
         return {"type": "length", "length": len(sample.token_ids)}
     matched = sample.stop_reason if sample.stop_reason is not None else sample.token_ids[-1]

@@ -179,7 +179,12 @@ def test_sglang_overflow_error_body_is_a_context_overflow() -> None:
             "for the completion. Please reduce the number of tokens in the input messages or the "
             "completion to fit within the limit."}  # fmt: skip
     error = client_error(400, error_message(body, "fallback"))
-    assert error.kind is ErrorKind.context_overflow and error.max_tokens == 1024
+    assert error.kind is ErrorKind.context_overflow
+    assert (error.max_tokens, error.prompt_tokens) == (1024, 1000)
+    alone = "The input (1030 tokens) is longer than the model's context length (1024 tokens)."
+    error = client_error(400, alone)
+    assert error.kind is ErrorKind.context_overflow
+    assert (error.max_tokens, error.prompt_tokens) == (1024, 1030)
 
 
 def test_each_kind_is_asked_for_ids_in_the_way_it_accepts() -> None:
