@@ -120,7 +120,8 @@ def _openai_message(message: Message) -> dict[str, Any]:
     out = {k: message[k] for k in _MESSAGE_KEYS if message.get(k) is not None}
     if out.get("tool_calls"):
         out["tool_calls"] = [_call_with_id(call) for call in out["tool_calls"]]
-    if out["role"] == "assistant" and not out.get("content") and out.get("tool_calls"):
+    if out["role"] == "assistant" and out.get("tool_calls"):
+        # v3 has no way to write text and calls in one turn (mistral-common refuses it): the calls win
         out.pop("content", None)
     return out
 

@@ -153,8 +153,10 @@ class ChatTokenizer:
 class HFChatTokenizer(ChatTokenizer):
     """A transformers tokenizer and its Jinja chat template."""
 
-    def __init__(self, hf: PreTrainedTokenizerBase, name: str) -> None:
-        if hf.chat_template is None:
+    def __init__(self, hf: PreTrainedTokenizerBase, name: str, chat_template: str | None = None) -> None:
+        """`chat_template` replaces the tokenizer's own (the same vocabulary under another template)."""
+        self.chat_template = chat_template or hf.chat_template
+        if self.chat_template is None:
             raise ValueError(f"tokenizer {name!r} has no chat template")
         if hf.eos_token is None:
             raise ValueError(f"tokenizer {name!r} has no eos (end-of-turn) token")
@@ -193,6 +195,7 @@ class HFChatTokenizer(ChatTokenizer):
             text = self.hf.apply_chat_template(
                 [dict(m) for m in messages],
                 tools=[dict(t) for t in tools] if tools else None,
+                chat_template=self.chat_template,
                 tokenize=False,
                 add_generation_prompt=add_generation_prompt,
             )
