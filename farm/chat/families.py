@@ -15,11 +15,19 @@ from collections.abc import Callable
 from typing import Literal
 
 from farm.chat.family_tool_calls import DS_BEGIN, MISTRAL_CALLS, ds_token, parse_deepseek, parse_mistral
-from farm.chat.tool_calls import ParsedAssistant, ToolCall, parse_assistant, split_reasoning
+from farm.chat.tool_calls import (
+    TOOL_CALL_OPEN,
+    ParsedAssistant,
+    ToolCall,
+    parse_assistant,
+    split_reasoning,
+)
 
 Family = Literal["hermes", "mistral", "deepseek"]
 FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek")
 
+CALL_MARKERS: dict[Family, str] = {"hermes": TOOL_CALL_OPEN, "mistral": MISTRAL_CALLS, "deepseek": DS_BEGIN}
+"""The text that opens a family's tool calls; those of mistral and deepseek are single special tokens."""
 _MARKERS: tuple[tuple[str, Family], ...] = ((MISTRAL_CALLS, "mistral"), (DS_BEGIN, "deepseek"))
 """A special token only that family's vocabulary has, checked in order; none of them means hermes."""
 

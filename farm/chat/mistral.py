@@ -27,9 +27,6 @@ from mistral_common.protocol.instruct.validator import ValidationMode
 from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
 from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
-from farm.chat.families import detect_family
-from farm.chat.tokenizer import ChatTokenizer, Message
-
 AnyMistral = MistralTokenizer[Any, Any, Any, Any, Any]
 DATA_DIR = Path(mistral_common.__file__).resolve().parent / "data"
 _PLACEHOLDER = re.compile(r"<SPECIAL_\d+>")
@@ -43,7 +40,10 @@ def mistral_call_id(seed: str) -> str:
     return "".join(_ID_ALPHABET[b % len(_ID_ALPHABET)] for b in digest[:9])
 
 
-class MistralChatTokenizer(ChatTokenizer):
+class MistralCodec:
+    """Ids, text and conversation encoding of one mistral-common tokenizer (the farm's interface over it is
+    farm/chat/tokenizer.py MistralChatTokenizer)."""
+
     def __init__(self, mistral: AnyMistral, name: str) -> None:
         self.mistral = mistral
         self._inner = mistral.instruct_tokenizer.tokenizer
@@ -55,12 +55,11 @@ class MistralChatTokenizer(ChatTokenizer):
         self._specials = {piece: i for piece, i in specials.items() if not _PLACEHOLDER.fullmatch(piece)}
         pieces = sorted(self._specials, key=len, reverse=True)
         self._split = re.compile("(" + "|".join(re.escape(p) for p in pieces) + ")")
-        self.family = detect_family(lambda text: text in self._specials)
         self.hf = MistralHFView(self)
         self._normalizer = get_normalizer(self._inner.version)
 
     @classmethod
-    def from_name(cls, name: str) -> MistralChatTokenizer:
+    def from_name(cls, name: str) -> MistralCodec:
         if name == "v3-tekken":
             return cls(MistralTokenizer.v3(is_tekken=True), name)
         path = Path(name) if Path(name).is_absolute() else DATA_DIR / name
@@ -88,24 +87,10 @@ class MistralChatTokenizer(ChatTokenizer):
     def is_special(self, token_id: int) -> bool:
         return 0 <= token_id < self._inner.num_special_tokens
 
-    def render(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        add_generation_prompt: bool = False,
-    ) -> str:
-        # Mistral has no generation prompt: the answer follows [/INST] or [/TOOL_RESULTS] directly.
-        return self.decode(self._tokens(messages, tools)) if messages else ""
-
-    def apply_chat_template(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        add_generation_prompt: bool = True,
+    def tokens(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
     ) -> list[int]:
-        return self._tokens(messages, tools)  # the request encoder's own ids, as vLLM's mistral mode
-
-    def _tokens(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None) -> list[int]:
+        """The request encoder's own ids for the conversation, as vLLM's mistral mode computes them."""
         request = ChatCompletionRequest.from_openai(
             messages=[_openai_message(m) for m in messages], tools=[dict(t) for t in tools] if tools else None
         )
@@ -115,12 +100,13 @@ class MistralChatTokenizer(ChatTokenizer):
         return list(self.mistral.instruct_tokenizer.encode_instruct(instruct).tokens)
 
 
-def _openai_message(message: Message) -> dict[str, Any]:
+def _openai_message(message: Mapping[str, Any]) -> dict[str, Any]:
     """The keys mistral-common reads; tool calls without an id get one in Mistral's shape."""
     out = {k: message[k] for k in _MESSAGE_KEYS if message.get(k) is not None}
     if out.get("tool_calls"):
         out["tool_calls"] = [_call_with_id(call) for call in out["tool_calls"]]
-    if out["role"] == "assistant" and not out.get("content") and out.get("tool_calls"):
+    if out["role"] == "assistant" and out.get("tool_calls"):
+        # v3 has no way to write text and calls in one turn (mistral-common refuses it): the calls win
         out.pop("content", None)
     return out
 
@@ -137,7 +123,7 @@ def _call_with_id(call: Mapping[str, Any]) -> dict[str, Any]:
 class MistralHFView:
     """The part of a Hugging Face tokenizer's API that callers outside farm/chat read from `.hf`."""
 
-    def __init__(self, tokenizer: MistralChatTokenizer) -> None:
+    def __init__(self, tokenizer: MistralCodec) -> None:
         self._tokenizer = tokenizer
         self.pad_token_id: int = tokenizer._inner.pad_id
 

