@@ -53,6 +53,15 @@ return length - 1
 """
 
 
+# KEYS: session hash, failure list   ARGV: record json, ttl. The failure's index, or -1 (no session).
+_APPEND_FAILURE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local length = redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return length - 1
+"""
+
+
 class SessionStore:
     """Keys: `{prefix}:{sid}` (hash), `{prefix}:{sid}:completions` (list), `{prefix}:{sid}:rewards` (hash)."""
 
@@ -63,10 +72,14 @@ class SessionStore:
         self.ttl_s = ttl_s
         self.prefix = prefix
         self._append = redis.register_script(_APPEND)
+        self._append_failure = redis.register_script(_APPEND_FAILURE)
 
     def _keys(self, sid: str) -> tuple[str, str, str]:
         base = f"{self.prefix}:{sid}"
         return base, f"{base}:completions", f"{base}:rewards"
+
+    def _failed(self, sid: str) -> str:
+        return f"{self.prefix}:{sid}:failed"
 
     async def create(
         self,
@@ -110,6 +123,17 @@ class SessionStore:
         if index < 0:
             raise SessionNotFound(record.session_id)
         return index
+
+    async def append_failure(self, record: CompletionRecord) -> bool:
+        """Log a failed call (its `error` set) apart from the completions; False if the session is gone."""
+        key = self._keys(record.session_id)[0]
+        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s]
+        return int(await self._append_failure(keys=[key, self._failed(record.session_id)], args=args)) >= 0
+
+    async def failures(self, sid: str) -> list[CompletionRecord]:
+        """The failed calls in the order they happened."""
+        raw = await self.redis.lrange(self._failed(sid), 0, -1)
+        return [CompletionRecord.model_validate_json(item) for item in raw]
 
     async def completions(self, sid: str) -> list[CompletionRecord]:
         """The log in insertion order, with rewards filled in."""
@@ -170,4 +194,4 @@ class SessionStore:
         return int(count)
 
     async def delete(self, sid: str) -> None:
-        await self.redis.delete(*self._keys(sid))
+        await self.redis.delete(*self._keys(sid), self._failed(sid))
