@@ -83,13 +83,17 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+Call = tuple[str, str, dict[str, Any]]
+"""(name, url, body) of one way to make the same model call."""
+
+
 def _paths(
-    client: httpx.Client, backend: str, farm_url: str, rllm_url: str | None
-) -> list[tuple[str, str, dict[str, Any]]]:
+    client: httpx.Client, backend: str, farm_url: str, rllm_url: str | None, question: str = "What is 2+2?"
+) -> list[Call]:
     """(name, url, body) per path; farm and rllm get the same body (each adds logprobs and token ids)."""
     messages = [
         {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": "What is 2+2?"},
+        {"role": "user", "content": question},
     ]
     model = client.get(f"{backend}/models").json()["data"][0]["id"]
     body = {"model": model, "messages": messages, "max_tokens": 16}
@@ -110,9 +114,7 @@ def _paths(
     return paths
 
 
-def latency(
-    client: httpx.Client, paths: list[tuple[str, str, dict[str, Any]]], calls: int
-) -> dict[str, list[float]]:
+def latency(client: httpx.Client, paths: list[Call], calls: int) -> dict[str, list[float]]:
     """Milliseconds per sequential call on each path, interleaved call by call."""
     runs: dict[str, list[float]] = {name: [] for name, _, _ in paths}
     for i in range(calls + 10):
@@ -139,9 +141,7 @@ def _first_content_ms(client: httpx.Client, url: str, body: dict[str, Any]) -> f
     return first
 
 
-def first_chunk(
-    client: httpx.Client, paths: list[tuple[str, str, dict[str, Any]]], calls: int
-) -> dict[str, list[float]]:
+def first_chunk(client: httpx.Client, paths: list[Call], calls: int) -> dict[str, list[float]]:
     runs: dict[str, list[float]] = {name: [] for name, _, _ in paths}
     for i in range(calls + 5):
         for name, url, body in paths:
@@ -333,7 +333,9 @@ def _run(args: argparse.Namespace, urls: dict[str, str]) -> None:
         paths = _paths(client, f"{urls['llm']}/v1", farm_url, rllm_urls[0] if rllm_urls else None)
         latencies = latency(client, paths, args.calls)
         _table(f"Latency per call, {args.calls} sequential calls each (ms)", latencies, "direct backend")
-        paced = _paths(client, f"{urls['paced']}/v1", paced_farm, None)
+        # A question the scripted policy answers in prose: content streams token by token (an arithmetic
+        # question is answered with a tool call, which backends hold until it is complete).
+        paced = _paths(client, f"{urls['paced']}/v1", paced_farm, None, "Describe the weather.")
         streams = first_chunk(client, [paced[0], paced[1]], args.stream_calls)
         base = _table(
             f"First content chunk, streamed, backend paced at {args.token_latency_ms:g} ms/token (ms)",
