@@ -89,6 +89,7 @@ class ExportResponse(BaseModel):
 
 
 async def _session(runtime: GatewayRuntime, session_id: str) -> SessionInfo:
+    await runtime.settle(session_id)
     try:
         return await runtime.store.get(session_id)
     except SessionNotFound:
@@ -132,6 +133,7 @@ async def set_reward(
 
 @router.post("/sessions/{session_id}/end", dependencies=management, responses=errors(401))
 async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, int]:
+    await runtime.settle(session_id)
     try:
         count = await runtime.store.end(session_id)
     except SessionNotFound:
@@ -144,6 +146,7 @@ async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_run
 async def list_completions(
     session_id: str, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> list[CompletionRecord]:
+    await runtime.settle(session_id)
     try:
         return await runtime.store.completions(session_id)
     except SessionNotFound:
@@ -256,15 +259,6 @@ def _record(
     )
 
 
-async def _keep(runtime: GatewayRuntime, record: CompletionRecord) -> None:
-    """Append a completion to its session's log; a session that expired during the call is a 404."""
-    try:
-        await runtime.store.append_completion(record)
-    except SessionNotFound:
-        expired = f"session {record.session_id!r} expired during the call"
-        raise GatewayError(ErrorKind.not_found, expired) from None
-
-
 # Failures that concern the session itself (unknown, ended), not a model call: not logged as failed calls.
 _NOT_CALL_FAILURES = (ErrorKind.not_found, ErrorKind.conflict, ErrorKind.unauthorized)
 
@@ -297,6 +291,27 @@ class _Failure:
             logger.warning("could not log a failed call of session %s", self.session_id, exc_info=True)
 
 
+async def _session_and_backend(
+    runtime: GatewayRuntime, session_id: str
+) -> tuple[SessionInfo, BackendInfo | None]:
+    cached = runtime.store.cached(session_id)
+    if cached is not None:
+        return cached, await runtime.backends.acquire(session_id)
+    # Reading the session and taking its (sticky) backend are independent: one round trip, not two.
+    found, backend = await asyncio.gather(
+        runtime.store.get(session_id), runtime.backends.acquire(session_id), return_exceptions=True
+    )
+    if isinstance(found, SessionNotFound):
+        if isinstance(backend, BackendInfo):
+            await runtime.backends.release(session_id)  # no pin for an id that was never issued
+        raise GatewayError(ErrorKind.not_found, f"session {session_id!r} was never issued or has expired")
+    if isinstance(found, BaseException):
+        raise found
+    if isinstance(backend, BaseException):
+        raise backend
+    return found, backend
+
+
 EncoderFactory = Callable[[ChatCompletion, ChatRequest], StreamEncoder]
 
 
@@ -315,18 +330,7 @@ async def _model_call(
     completion_id = f"cmpl-{secrets.token_hex(12)}"
     chat: ChatRequest | None = None
     try:
-        # Reading the session and taking its (sticky) backend are independent: one round trip, not two.
-        found, backend = await asyncio.gather(
-            runtime.store.get(session_id), runtime.backends.acquire(session_id), return_exceptions=True
-        )
-        if isinstance(found, SessionNotFound):
-            if isinstance(backend, BackendInfo):
-                await runtime.backends.release(session_id)  # no pin for an id that was never issued
-            raise GatewayError(ErrorKind.not_found, f"session {session_id!r} was never issued or has expired")
-        if isinstance(found, BaseException):
-            raise found
-        if isinstance(backend, BaseException):
-            raise backend
+        found, backend = await _session_and_backend(runtime, session_id)
         info, chat = await _parse(request, runtime, session_id, provider, model, found)
         if stream is not None:
             chat.stream = stream
@@ -358,7 +362,7 @@ async def _model_call(
             result.upstream_s,
             time.perf_counter() - started,
         )
-        await _keep(runtime, record)
+        runtime.keep_later(record)
     except GatewayError as error:
         failure = _Failure(runtime, session_id, provider, completion_id, started_at)
         await failure.record(error, chat)
@@ -411,7 +415,7 @@ async def _relay(
             upstream.upstream_s,
             time.perf_counter() - started,
         )
-        await _keep(runtime, record)
+        runtime.keep_later(record)
     except (GatewayError, httpx.HTTPError) as exc:
         error = (
             exc

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections import OrderedDict
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
@@ -71,6 +72,8 @@ class SessionStore:
         self.redis = redis
         self.ttl_s = ttl_s
         self.prefix = prefix
+        self._cache: OrderedDict[str, SessionInfo] = OrderedDict()
+        self.cache_size = 8192
         self._append = redis.register_script(_APPEND)
         self._append_failure = redis.register_script(_APPEND_FAILURE)
 
@@ -103,7 +106,23 @@ class SessionStore:
             created, _, _ = await pipe.execute()
         if not created:
             raise ValueError(f"session {info.session_id!r} already exists")
+        self._remember(info)
         return info
+
+    def cached(self, sid: str) -> SessionInfo | None:
+        """The session as last read or written by this process, if it is. Its metadata never changes after
+        creation and /end through this process drops it, so model calls skip a Redis round trip; expiry and
+        an /end made through another process are noticed when the call's record is appended."""
+        info = self._cache.get(sid)
+        if info is not None:
+            self._cache.move_to_end(sid)
+        return info
+
+    def _remember(self, info: SessionInfo) -> None:
+        self._cache[info.session_id] = info
+        self._cache.move_to_end(info.session_id)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
 
     async def get(self, sid: str) -> SessionInfo:
         raw = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self._keys(sid)[0])).items()}
@@ -113,6 +132,7 @@ class SessionStore:
         info.state = "ended" if raw.get("state") == "ended" else "open"
         if "ended_at" in raw:
             info.ended_at = float(raw["ended_at"])
+        self._remember(info)
         return info
 
     async def append_completion(self, record: CompletionRecord) -> int:
@@ -191,7 +211,9 @@ class SessionStore:
             pipe.hsetnx(key, "ended_at", str(time.time()))
             pipe.llen(completions)
             _, _, count = await pipe.execute()
+        self._cache.pop(sid, None)
         return int(count)
 
     async def delete(self, sid: str) -> None:
+        self._cache.pop(sid, None)
         await self.redis.delete(*self._keys(sid), self._failed(sid))
