@@ -332,7 +332,7 @@ def test_tools_and_choices_translate() -> None:
             "thinking": {"type": "enabled", "budget_tokens": 100},
         }
     )
-    assert [t["function"]["name"] for t in a.tools] == ["f"]
+    assert [t["function"]["name"] for t in a.tools] == ["f", "web_search"]  # a server tool is carried
     assert (a.tool_choice, a.parallel_tool_calls, a.sampling["stop"]) == ("required", False, ["END"])
     assert a.chat_template_kwargs == {"enable_thinking": True}
     g = goog.parse_request(
