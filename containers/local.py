@@ -315,7 +315,12 @@ class LocalRuntime:
                 handle = handle.model_copy(
                     update={"net_pid": net_pid, "net_start": procs.start_ticks(net_pid)}
                 )
-                os.write(block_w, b"1")
+                try:
+                    os.write(block_w, b"1")
+                except BrokenPipeError:  # bwrap is gone: its log says why
+                    raise SandboxStartError(
+                        f"the sandbox exited (status {proc.poll()}) before its network was attached"
+                    ) from None
             self._wait_ready(proc, ready_r, deadline, spec.start_timeout_s)
         except SandboxStartError as exc:
             record_handle(handle)
