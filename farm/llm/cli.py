@@ -43,7 +43,7 @@ def llm() -> None:
               help="Script JSONL file for the scripted policy (repeatable).")  # fmt: skip
 @click.option("--no-handler-scripts", is_flag=True, help="Do not load handlers/*/scripts/*.jsonl.")
 @click.option("--tokenizer", default=None,
-              help="Local tokenizer directory or pkg:<module> (default: the shipped farm-tiny).")  # fmt: skip
+              help="Tokenizer directory, pkg:<module> or mistral:<name> (default: farm-tiny).")  # fmt: skip
 @click.option("--served-model-name", default=None)
 @click.option("--emulate", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
               help="Validate requests and shape errors and OpenAI replies as this server does.")  # fmt: skip
