@@ -21,16 +21,13 @@ from farm.inference.errors import (
     BadBackendResponse,
     ContextOverflow,
     InferenceError,
+    is_context_overflow,
+    retryable_status,
 )
 from farm.inference.generation import Generation
 
 BackendKind = Literal["vllm", "sglang"]
 
-_OVERFLOW = re.compile(
-    r"maximum context length|context length of|exceeds the maximum allowed length|longer than the model"
-    r"|context window",
-    re.IGNORECASE,
-)
 _TOKEN_ID = re.compile(r"^token_id:(-?\d+)$")
 
 
@@ -76,9 +73,9 @@ def sglang_root(address: str) -> str:
 def error_for_status(status: int, text: str, backend: str) -> InferenceError:
     """Classify a non-200 answer."""
     message = _error_message(text)
-    if status >= 500 or status in (408, 429):
+    if retryable_status(status):
         return BackendUnavailable(f"{backend} answered {status}: {message}", backend=backend, status=status)
-    if status == 400 and _OVERFLOW.search(message):
+    if status == 400 and is_context_overflow(message):
         return ContextOverflow(message, backend=backend, status=status)
     return BackendRejected(f"{backend} answered {status}: {message}", backend=backend, status=status)
 
@@ -156,7 +153,7 @@ def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float)
     if kind == "abort":
         # Checked before the logprobs: an abort before prefill carries no output at all.
         message = str(finish.get("message", "")) if isinstance(finish, dict) else ""
-        if _OVERFLOW.search(message):
+        if is_context_overflow(message):
             raise ContextOverflow(message, backend=backend)
         _finish(kind, backend)
     entries = meta.get("output_token_logprobs")
