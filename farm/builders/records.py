@@ -15,6 +15,27 @@ class CompletionTimings(BaseModel):
     total_s: float = 0.0
 
 
+class CallFailure(BaseModel):
+    """Why a model call produced no completion: the gateway's error class and the status the client saw."""
+
+    error_class: str
+    """context_overflow, invalid_request (a refused tool, an unreadable body), upstream (the backend failed
+    or broke the protocol), unavailable (no backend), timeout."""
+    status: int
+    message: str
+
+    def summary(self, record: CompletionRecord) -> dict[str, Any]:
+        """The entry in an export's `failed_calls`."""
+        return {
+            "class": self.error_class,
+            "status": self.status,
+            "provider": record.provider,
+            "at": record.timings.started_at,
+            "completion_id": record.completion_id,
+            "message": self.message[:500],
+        }
+
+
 class CompletionRecord(BaseModel):
     """One recorded completion. Token ids are what the backend saw and sampled, never re-tokenized text."""
 
@@ -39,6 +60,8 @@ class CompletionRecord(BaseModel):
     usage: dict[str, int] = Field(default_factory=dict)
     reward: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    error: CallFailure | None = None
+    """Set on a failed call (kept in the session's failure log, never in its completions)."""
 
     @property
     def has_tokens(self) -> bool:

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
+import redis
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from farm.builders import CompletionRecord, CompletionTimings, build_traces, builder_names
+from farm.builders.records import CallFailure
 from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
@@ -42,6 +46,8 @@ from farm.gateway.upstream import UpstreamReply
 from farm.models import BackendInfo, Trace
 from farm.web.responses import errors
 from farm.web.security import require_token
+
+logger = logging.getLogger(__name__)
 
 # Session metadata keys that steer the gateway rather than describe the rollout.
 _CONTROL_KEYS = ("model", "sampling_params")
@@ -77,9 +83,13 @@ class ExportRequest(BaseModel):
 
 class ExportResponse(BaseModel):
     traces: list[Trace]
+    failed_calls: list[dict[str, Any]] = Field(default_factory=list)
+    """Model calls that produced no completion ({class, status, provider, at, completion_id, message});
+    also in every trace's metadata when there are any."""
 
 
 async def _session(runtime: GatewayRuntime, session_id: str) -> SessionInfo:
+    await runtime.settle(session_id)
     try:
         return await runtime.store.get(session_id)
     except SessionNotFound:
@@ -99,7 +109,10 @@ async def create_session(
 @router.get("/sessions/{session_id}", dependencies=management, responses=errors(401))
 async def get_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, Any]:
     info = await _session(runtime, session_id)
-    return {**info.model_dump(), "completion_count": await runtime.store.completion_count(session_id)}
+    count, failures = await asyncio.gather(
+        runtime.store.completion_count(session_id), runtime.store.failures(session_id)
+    )
+    return {**info.model_dump(), "completion_count": count, "failed_call_count": len(failures)}
 
 
 @router.post("/sessions/{session_id}/reward", dependencies=management, responses=errors(401, 409))
@@ -120,6 +133,7 @@ async def set_reward(
 
 @router.post("/sessions/{session_id}/end", dependencies=management, responses=errors(401))
 async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, int]:
+    await runtime.settle(session_id)
     try:
         count = await runtime.store.end(session_id)
     except SessionNotFound:
@@ -132,6 +146,7 @@ async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_run
 async def list_completions(
     session_id: str, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> list[CompletionRecord]:
+    await runtime.settle(session_id)
     try:
         return await runtime.store.completions(session_id)
     except SessionNotFound:
@@ -144,10 +159,15 @@ async def export_session(
 ) -> ExportResponse:
     body = body or ExportRequest()
     info = await _session(runtime, session_id)
-    records = await runtime.store.completions(session_id)
+    records, failures = await asyncio.gather(
+        runtime.store.completions(session_id), runtime.store.failures(session_id)
+    )
+    failed_calls = [f.error.summary(f) for f in failures if f.error is not None]
     strategy = body.style or body.builder
     metadata = {k: v for k, v in info.metadata.items() if k not in _CONTROL_KEYS}
     metadata.update(session_id=session_id, task_id=info.task_id)
+    if failed_calls:
+        metadata["failed_calls"] = failed_calls
     if strategy not in builder_names():
         field = "style" if body.style else "builder"
         raise _invalid(field, f"unknown builder {strategy!r}; builders: {', '.join(builder_names())}")
@@ -159,7 +179,7 @@ async def export_session(
         ) from None
     except ValueError as exc:
         raise _invalid("config", str(exc)) from None
-    return ExportResponse(traces=traces)
+    return ExportResponse(traces=traces, failed_calls=failed_calls)
 
 
 def _invalid(field: str, message: str) -> RequestValidationError:
@@ -239,13 +259,57 @@ def _record(
     )
 
 
-async def _keep(runtime: GatewayRuntime, record: CompletionRecord) -> None:
-    """Append a completion to its session's log; a session that expired during the call is a 404."""
-    try:
-        await runtime.store.append_completion(record)
-    except SessionNotFound:
-        expired = f"session {record.session_id!r} expired during the call"
-        raise GatewayError(ErrorKind.not_found, expired) from None
+# Failures that concern the session itself (unknown, ended), not a model call: not logged as failed calls.
+_NOT_CALL_FAILURES = (ErrorKind.not_found, ErrorKind.conflict, ErrorKind.unauthorized)
+
+
+@dataclass
+class _Failure:
+    runtime: GatewayRuntime
+    session_id: str
+    provider: str
+    completion_id: str
+    started_at: float
+
+    async def record(self, error: GatewayError, chat: ChatRequest | None) -> None:
+        """Log a failed model call in the session's failure log, so an export shows it by its class."""
+        if error.kind in _NOT_CALL_FAILURES:
+            return
+        record = CompletionRecord(
+            completion_id=self.completion_id,
+            session_id=self.session_id,
+            provider=self.provider,
+            model=chat.model if chat else None,
+            request_messages=chat.messages if chat else [],
+            tools=chat.tools if chat else [],
+            timings=CompletionTimings(started_at=self.started_at, total_s=time.time() - self.started_at),
+            error=CallFailure(error_class=error.kind.value, status=error.status, message=error.message),
+        )
+        try:
+            await self.runtime.store.append_failure(record)
+        except redis.RedisError:  # the client still gets its error; the log is best effort
+            logger.warning("could not log a failed call of session %s", self.session_id, exc_info=True)
+
+
+async def _session_and_backend(
+    runtime: GatewayRuntime, session_id: str
+) -> tuple[SessionInfo, BackendInfo | None]:
+    cached = runtime.store.cached(session_id)
+    if cached is not None:
+        return cached, await runtime.backends.acquire(session_id)
+    # Reading the session and taking its (sticky) backend are independent: one round trip, not two.
+    found, backend = await asyncio.gather(
+        runtime.store.get(session_id), runtime.backends.acquire(session_id), return_exceptions=True
+    )
+    if isinstance(found, SessionNotFound):
+        if isinstance(backend, BackendInfo):
+            await runtime.backends.release(session_id)  # no pin for an id that was never issued
+        raise GatewayError(ErrorKind.not_found, f"session {session_id!r} was never issued or has expired")
+    if isinstance(found, BaseException):
+        raise found
+    if isinstance(backend, BaseException):
+        raise backend
+    return found, backend
 
 
 EncoderFactory = Callable[[ChatCompletion, ChatRequest], StreamEncoder]
@@ -259,29 +323,20 @@ async def _model_call(
     model: str | None = None,
     stream: bool | None = None,
     encoder: EncoderFactory | None = None,
+    media_type: str = "text/event-stream",
 ) -> Response:
     started_at = time.time()
     started = time.perf_counter()
+    completion_id = f"cmpl-{secrets.token_hex(12)}"
+    chat: ChatRequest | None = None
     try:
-        # Reading the session and taking its (sticky) backend are independent: one round trip, not two.
-        found, backend = await asyncio.gather(
-            runtime.store.get(session_id), runtime.backends.acquire(session_id), return_exceptions=True
-        )
-        if isinstance(found, SessionNotFound):
-            if isinstance(backend, BackendInfo):
-                await runtime.backends.release(session_id)  # no pin for an id that was never issued
-            raise GatewayError(ErrorKind.not_found, f"session {session_id!r} was never issued or has expired")
-        if isinstance(found, BaseException):
-            raise found
-        if isinstance(backend, BaseException):
-            raise backend
+        found, backend = await _session_and_backend(runtime, session_id)
         info, chat = await _parse(request, runtime, session_id, provider, model, found)
         if stream is not None:
             chat.stream = stream
         if info.state == "ended":
             await runtime.backends.release(session_id)  # /end gave the pin back; this call took it again
             raise GatewayError(ErrorKind.conflict, f"session {session_id!r} has ended")
-        completion_id = f"cmpl-{secrets.token_hex(12)}"
         if chat.stream:
             upstream = await runtime.forwarder.open_stream(info, chat, backend)
             make = encoder or PROVIDERS[provider].stream_encoder
@@ -290,7 +345,7 @@ async def _model_call(
             )
             return StreamingResponse(
                 frames,
-                media_type="text/event-stream",
+                media_type=media_type,
                 headers={"cache-control": "no-cache"},
             )
         result = await runtime.forwarder.complete(info, chat, completion_id, backend)
@@ -307,8 +362,10 @@ async def _model_call(
             result.upstream_s,
             time.perf_counter() - started,
         )
-        await _keep(runtime, record)
+        runtime.keep_later(record)
     except GatewayError as error:
+        failure = _Failure(runtime, session_id, provider, completion_id, started_at)
+        await failure.record(error, chat)
         return _error(provider, error)
     return JSONResponse(PROVIDERS[provider].render_response(reply.completion, chat))
 
@@ -358,13 +415,14 @@ async def _relay(
             upstream.upstream_s,
             time.perf_counter() - started,
         )
-        await _keep(runtime, record)
+        runtime.keep_later(record)
     except (GatewayError, httpx.HTTPError) as exc:
         error = (
             exc
             if isinstance(exc, GatewayError)
             else GatewayError(ErrorKind.upstream, f"backend stream broke: {type(exc).__name__}: {exc}")
         )
+        await _Failure(runtime, session_id, provider, completion_id, started_at).record(error, chat)
         if encoder is None:
             encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)
             yield "".join(encoder.start())
@@ -421,6 +479,9 @@ def _google_encoder(alt_sse: bool) -> EncoderFactory:
     return make
 
 
+# google-genai 3.6 (google/genai/_api_client.py, GOOGLE_AI_API_DEFAULT_VERSION = 'v1') calls /v1/ unless told
+# `api_version="v1beta"`; gemini-cli pins v1beta. Both are served by one handler.
+@router.post("/sessions/{session_id}/v1/models/{model_action}")
 @router.post("/sessions/{session_id}/v1beta/models/{model_action}")
 async def google_generate(
     session_id: str, model_action: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
@@ -431,7 +492,14 @@ async def google_generate(
     if action == "streamGenerateContent":
         alt_sse = request.query_params.get("alt") == "sse"
         return await _model_call(
-            request, runtime, session_id, GOOGLE, model, stream=True, encoder=_google_encoder(alt_sse)
+            request,
+            runtime,
+            session_id,
+            GOOGLE,
+            model,
+            stream=True,
+            encoder=_google_encoder(alt_sse),
+            media_type="text/event-stream" if alt_sse else "application/json",
         )
     if action == "countTokens":
         return await _count_tokens(request, runtime, session_id, GOOGLE, model)

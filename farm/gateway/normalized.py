@@ -58,6 +58,10 @@ class ChatRequest(BaseModel):
     include_usage: bool = False
     custom_tools: list[str] = Field(default_factory=list)
     """Responses API `custom` (free-text) tools sent upstream as functions taking `{input: str}`."""
+    native_tools: dict[str, str] = Field(default_factory=dict)
+    """Responses API client tools with their own call items (`local_shell`, `shell`, `apply_patch`)."""
+    namespaced_tools: dict[str, tuple[str, str]] = Field(default_factory=dict)
+    """Upstream function name `ns__name` -> (namespace, name) for Responses `namespace` tools."""
 
     def upstream_body(self, model: str) -> dict[str, Any]:
         """The non-streaming vLLM chat body, asking for token ids and sampled-token logprobs."""

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
+from farm.builders.records import CompletionRecord
 from farm.gateway.backends import BackendSource
 from farm.gateway.forwarding import Forwarder
-from farm.gateway.sessions import SessionStore
+from farm.gateway.sessions import SessionNotFound, SessionStore
 from farm.redis_clients import async_redis_client
 from farm.settings import Settings, get_settings
 
@@ -26,6 +28,41 @@ class GatewayRuntime:
     http: httpx.AsyncClient
     forwarder: Forwarder
     owns_redis: bool = True
+    pending: dict[str, set[asyncio.Task[None]]] = field(default_factory=dict)
+    """Completion records being appended, per session, after their reply was sent (write-behind)."""
+
+    def keep_later(self, record: CompletionRecord) -> None:
+        """Append `record` in the background: the reply does not wait on Redis. Every session API call of this
+        process first `settle`s the session, so /end, /export and /completions always see it."""
+        task = asyncio.ensure_future(self._keep(record))
+        tasks = self.pending.setdefault(record.session_id, set())
+        tasks.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            tasks.discard(finished)
+            if not tasks and self.pending.get(record.session_id) is tasks:
+                del self.pending[record.session_id]
+
+        task.add_done_callback(done)
+
+    async def _keep(self, record: CompletionRecord) -> None:
+        try:
+            await self.store.append_completion(record)
+        except SessionNotFound:
+            logger.warning(
+                "session %s expired before completion %s was kept", record.session_id, record.completion_id
+            )
+        except Exception:  # a lost record must be loud, never silent
+            logger.exception(
+                "could not keep completion %s of session %s", record.completion_id, record.session_id
+            )
+
+    async def settle(self, session_id: str | None = None) -> None:
+        """Wait until the session's (or, without an id, every) write-behind record is in Redis."""
+        groups = [self.pending.get(session_id, set())] if session_id else list(self.pending.values())
+        tasks = [t for group in groups for t in group]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     @classmethod
     def create(
@@ -59,11 +96,13 @@ class GatewayRuntime:
         )
 
     async def close(self) -> None:
+        await self.settle()
         await self.http.aclose()
         if self.owns_redis:
             await self.redis.aclose()
 
 
+logger = logging.getLogger(__name__)
 _lock = asyncio.Lock()
 
 

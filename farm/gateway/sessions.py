@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections import OrderedDict
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
@@ -53,6 +54,15 @@ return length - 1
 """
 
 
+# KEYS: session hash, failure list   ARGV: record json, ttl. The failure's index, or -1 (no session).
+_APPEND_FAILURE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local length = redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return length - 1
+"""
+
+
 class SessionStore:
     """Keys: `{prefix}:{sid}` (hash), `{prefix}:{sid}:completions` (list), `{prefix}:{sid}:rewards` (hash)."""
 
@@ -62,11 +72,17 @@ class SessionStore:
         self.redis = redis
         self.ttl_s = ttl_s
         self.prefix = prefix
+        self._cache: OrderedDict[str, SessionInfo] = OrderedDict()
+        self.cache_size = 8192
         self._append = redis.register_script(_APPEND)
+        self._append_failure = redis.register_script(_APPEND_FAILURE)
 
     def _keys(self, sid: str) -> tuple[str, str, str]:
         base = f"{self.prefix}:{sid}"
         return base, f"{base}:completions", f"{base}:rewards"
+
+    def _failed(self, sid: str) -> str:
+        return f"{self.prefix}:{sid}:failed"
 
     async def create(
         self,
@@ -90,7 +106,23 @@ class SessionStore:
             created, _, _ = await pipe.execute()
         if not created:
             raise ValueError(f"session {info.session_id!r} already exists")
+        self._remember(info)
         return info
+
+    def cached(self, sid: str) -> SessionInfo | None:
+        """The session as last read or written by this process, if it is. Its metadata never changes after
+        creation and /end through this process drops it, so model calls skip a Redis round trip; expiry and
+        an /end made through another process are noticed when the call's record is appended."""
+        info = self._cache.get(sid)
+        if info is not None:
+            self._cache.move_to_end(sid)
+        return info
+
+    def _remember(self, info: SessionInfo) -> None:
+        self._cache[info.session_id] = info
+        self._cache.move_to_end(info.session_id)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
 
     async def get(self, sid: str) -> SessionInfo:
         raw = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self._keys(sid)[0])).items()}
@@ -100,6 +132,7 @@ class SessionStore:
         info.state = "ended" if raw.get("state") == "ended" else "open"
         if "ended_at" in raw:
             info.ended_at = float(raw["ended_at"])
+        self._remember(info)
         return info
 
     async def append_completion(self, record: CompletionRecord) -> int:
@@ -110,6 +143,17 @@ class SessionStore:
         if index < 0:
             raise SessionNotFound(record.session_id)
         return index
+
+    async def append_failure(self, record: CompletionRecord) -> bool:
+        """Log a failed call (its `error` set) apart from the completions; False if the session is gone."""
+        key = self._keys(record.session_id)[0]
+        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s]
+        return int(await self._append_failure(keys=[key, self._failed(record.session_id)], args=args)) >= 0
+
+    async def failures(self, sid: str) -> list[CompletionRecord]:
+        """The failed calls in the order they happened."""
+        raw = await self.redis.lrange(self._failed(sid), 0, -1)
+        return [CompletionRecord.model_validate_json(item) for item in raw]
 
     async def completions(self, sid: str) -> list[CompletionRecord]:
         """The log in insertion order, with rewards filled in."""
@@ -167,7 +211,9 @@ class SessionStore:
             pipe.hsetnx(key, "ended_at", str(time.time()))
             pipe.llen(completions)
             _, _, count = await pipe.execute()
+        self._cache.pop(sid, None)
         return int(count)
 
     async def delete(self, sid: str) -> None:
-        await self.redis.delete(*self._keys(sid))
+        self._cache.pop(sid, None)
+        await self.redis.delete(*self._keys(sid), self._failed(sid))

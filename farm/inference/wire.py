@@ -106,6 +106,8 @@ def parse(kind: BackendKind, payload: Any, backend: str, prompt_len: int, latenc
 
 def _parse_vllm(payload: Any, backend: str, prompt_len: int, latency_s: float) -> Generation:
     choice = payload["choices"][0]
+    if choice.get("finish_reason") in ("abort", "error"):
+        _finish(choice["finish_reason"], backend)  # retried elsewhere, whatever the partial output holds
     logprobs = choice.get("logprobs") or {}
     values = logprobs.get("token_logprobs")
     tokens = logprobs.get("tokens")
@@ -150,6 +152,13 @@ def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float)
         payload = payload[0]
     meta = payload["meta_info"]
     finish = meta.get("finish_reason") or {}
+    kind = finish.get("type") if isinstance(finish, dict) else finish
+    if kind == "abort":
+        # Checked before the logprobs: an abort before prefill carries no output at all.
+        message = str(finish.get("message", "")) if isinstance(finish, dict) else ""
+        if _OVERFLOW.search(message):
+            raise ContextOverflow(message, backend=backend)
+        _finish(kind, backend)
     entries = meta.get("output_token_logprobs")
     if entries is None:
         raise BadBackendResponse(f"{backend} returned no output_token_logprobs", backend=backend)
@@ -163,9 +172,6 @@ def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float)
         )
     values = [e[0] for e in entries]
     _check_aligned(ids, values, backend)
-    kind = finish.get("type") if isinstance(finish, dict) else finish
-    if kind == "abort" and _OVERFLOW.search(str(finish.get("message", ""))):
-        raise ContextOverflow(str(finish["message"]), backend=backend)
     matched = finish.get("matched") if isinstance(finish, dict) else None
     return Generation(
         token_ids=ids,

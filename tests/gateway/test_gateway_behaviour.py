@@ -65,6 +65,18 @@ def test_context_overflow_maps_to_provider_errors(session: dict[str, str]) -> No
         f"{session['base_url']}/v1/responses", json={"model": "m", "input": "OVERFLOW", "stream": True}
     )
     assert stream.status_code == 400 and stream.json()["error"]["code"] == "context_length_exceeded"
+    # Every failed call is logged by class and shows in the export, also when no call succeeded.
+    exported = httpx.post(f"{session['base_url']}/export", json={"builder": "prefix_merging"}).json()
+    assert exported["traces"] == []
+    failed = exported["failed_calls"]
+    assert [(f["class"], f["status"]) for f in failed] == [("context_overflow", 400)] * 4
+    assert [f["provider"] for f in failed] == ["openai_chat", "anthropic", "google", "openai_responses"]
+    assert all(f["at"] > 0 and f["completion_id"].startswith("cmpl-") for f in failed)
+    _chat(session["base_url"], "hi").raise_for_status()
+    (trace,) = httpx.post(f"{session['base_url']}/export", json={}).json()["traces"]
+    assert trace["metadata"]["failed_calls"] == failed
+    info = httpx.get(session["base_url"]).json()
+    assert info["completion_count"] == 1 and info["failed_call_count"] == 4
 
 
 def test_session_api_rewards_end_and_discounted_export(gateway: str, session: dict[str, str]) -> None:
@@ -144,6 +156,8 @@ def test_all_backends_failing_gives_the_provider_error(
         )
         assert reply.status_code in (502, 503)
         assert reply.json()["type"] == "error"
+        (failed,) = httpx.post(f"{url}/gateway/sessions/{sid}/export", json={}).json()["failed_calls"]
+        assert failed["class"] in ("upstream", "unavailable") and failed["status"] == reply.status_code
     finally:
         _stop(process)
 

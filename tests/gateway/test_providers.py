@@ -49,9 +49,9 @@ def completions(draw: st.DrawFn) -> ChatCompletion:
 def _sse(frames: list[str]) -> list[tuple[str | None, Any]]:
     events = []
     for frame in frames:
-        assert frame.endswith("\n\n")
+        assert frame.endswith(("\n\n", "\r\n\r\n"))
         event, data = None, None
-        for line in frame.strip("\n").split("\n"):
+        for line in frame.replace("\r\n", "\n").strip("\n").split("\n"):
             key, _, value = line.partition(": ")
             if key == "event":
                 event = value
@@ -332,7 +332,7 @@ def test_tools_and_choices_translate() -> None:
             "thinking": {"type": "enabled", "budget_tokens": 100},
         }
     )
-    assert [t["function"]["name"] for t in a.tools] == ["f"]
+    assert [t["function"]["name"] for t in a.tools] == ["f", "web_search"]  # a server tool is carried
     assert (a.tool_choice, a.parallel_tool_calls, a.sampling["stop"]) == ("required", False, ["END"])
     assert a.chat_template_kwargs == {"enable_thinking": True}
     g = goog.parse_request(
@@ -363,7 +363,8 @@ def test_tools_and_choices_translate() -> None:
             "tools": [{"type": "custom", "name": "apply_patch"}, {"type": "web_search"}],
         }
     )
-    assert r.custom_tools == ["apply_patch"] and [t["function"]["name"] for t in r.tools] == ["apply_patch"]
+    assert r.custom_tools == ["apply_patch"]
+    assert [t["function"]["name"] for t in r.tools] == ["apply_patch", "web_search"]
     body = a.upstream_body("served")
     assert body["logprobs"] is True and body["return_token_ids"] is True and body["top_logprobs"] == 0
     assert body["stream"] is False and body["model"] == "served"

@@ -7,6 +7,7 @@ from typing import Any
 
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall, text_chunks
+from farm.gateway.providers import tool_types
 from farm.gateway.providers.base import RequestError, synthesize
 from farm.gateway.sse import sse_event
 
@@ -108,6 +109,39 @@ def _tool_choice(choice: dict[str, Any] | None) -> tuple[str | dict[str, Any] | 
     raise RequestError(f"unsupported tool_choice type {kind!r}")
 
 
+# Anthropic-defined tools by type prefix (the suffix is a version date: bash_20250124, web_search_20250305).
+# Client tools (bash, text_editor, memory) and server tools (web_search, web_fetch, code_execution,
+# tool_search) are carried as functions with the schema Anthropic documents; the model's call comes back as
+# a tool_use block the harness answers (claude_code answers a server tool it does not run with an error).
+_VERSIONED: dict[str, tuple[str, dict[str, Any]]] = {
+    "bash_": ("Run a command in a persistent bash shell.", tool_types.BASH),
+    "text_editor_": ("View, create and edit files.", tool_types.TEXT_EDITOR),
+    "memory_": ("Read and write files in the memory directory.", tool_types.MEMORY),
+    "web_search_": ("Search the web.", tool_types.QUERY),
+    "web_fetch_": ("Fetch the content of a URL.", tool_types.URL),
+    "code_execution_": ("Run code in a sandbox.", tool_types.CODE),
+    "tool_search_tool_": ("Search the deferred tools.", tool_types.QUERY),
+}
+_REFUSED = {"computer_": tool_types.NEEDS_SCREENSHOTS, "mcp_toolset": tool_types.REMOTE_MCP}
+
+
+def _tool(tool: dict[str, Any], where: str) -> dict[str, Any]:
+    if not isinstance(tool, dict):
+        raise RequestError(f"{where} must be an object")
+    kind = str(tool.get("type") or "custom")
+    if kind == "custom":
+        if not tool.get("name"):
+            raise RequestError(f"{where}.name is required")
+        schema = tool.get("input_schema") or {"type": "object", "properties": {}}
+        return tool_types.function_tool(tool["name"], tool.get("description", ""), schema)
+    for prefix, (description, schema) in _VERSIONED.items():
+        if kind.startswith(prefix):
+            name = str(tool.get("name") or prefix.rstrip("_"))
+            return tool_types.function_tool(name, description, schema)
+    reason = next((r for p, r in _REFUSED.items() if kind.startswith(p)), tool_types.UNKNOWN)
+    raise tool_types.refuse(where, kind, reason)
+
+
 def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest:
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list):
@@ -124,18 +158,7 @@ def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest
             messages.append(_assistant_message(message.get("content")))
         else:
             raise RequestError(f"unsupported message role {role!r}")
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": t["name"],
-                "description": t.get("description", ""),
-                "parameters": t.get("input_schema") or {"type": "object", "properties": {}},
-            },
-        }
-        for t in body.get("tools") or []
-        if t.get("type") in (None, "custom") and "name" in t
-    ]
+    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(body.get("tools") or [])]
     tool_choice, parallel = _tool_choice(body.get("tool_choice"))
     sampling: dict[str, Any] = {}
     for ours, theirs in (("max_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p")):

@@ -8,6 +8,7 @@ from typing import Any
 
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
+from farm.gateway.providers import tool_types
 from farm.gateway.providers.base import RequestError, synthesize
 from farm.gateway.sse import sse_data
 
@@ -112,6 +113,58 @@ def _tool_choice(config: dict[str, Any]) -> str | dict[str, Any] | None:
     return {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}.get(mode)
 
 
+# Built-in Gemini tools (camelCase and the snake_case the SDK also accepts), carried as functions the model
+# may call; gemini_cli answers a call to a function it does not run with an error response.
+_BUILT_IN: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "googleSearch": ("google_search", "Search the web with Google.", tool_types.QUERY),
+    "googleSearchRetrieval": ("google_search", "Search the web with Google.", tool_types.QUERY),
+    "enterpriseWebSearch": ("google_search", "Search the web.", tool_types.QUERY),
+    "codeExecution": ("code_execution", "Run Python code.", tool_types.CODE),
+    "urlContext": ("url_context", "Read the content of a URL.", tool_types.URL),
+    "fileSearch": ("file_search", "Search the file stores.", tool_types.QUERY),
+    "googleMaps": ("google_maps", "Search Google Maps.", tool_types.QUERY),
+}
+_REFUSED = {
+    "computerUse": tool_types.NEEDS_SCREENSHOTS,
+    "retrieval": "Vertex AI data stores are not reachable from this gateway",
+}
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def _declaration(declaration: dict[str, Any]) -> dict[str, Any]:
+    schema = (
+        declaration.get("parametersJsonSchema")
+        or declaration.get("parameters_json_schema")
+        or declaration.get("parameters")
+        or {"type": "object", "properties": {}}
+    )
+    return tool_types.function_tool(
+        declaration["name"], declaration.get("description", ""), _lower_schema(schema)
+    )
+
+
+def _tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise RequestError(f"tools[{index}] must be an object")
+        for key, value in tool.items():
+            kind, where = _camel(key), f"tools[{index}].{key}"
+            if kind == "functionDeclarations":
+                out += [_declaration(d) for d in value or []]
+            elif kind in _BUILT_IN:
+                name, description, schema = _BUILT_IN[kind]
+                if all(t["function"]["name"] != name for t in out):
+                    out.append(tool_types.function_tool(name, description, schema))
+            elif value is not None:
+                raise tool_types.refuse(where, key, _REFUSED.get(kind, tool_types.UNKNOWN))
+    return out
+
+
 def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest:
     contents = body.get("contents")
     if not isinstance(contents, list):
@@ -131,22 +184,7 @@ def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest
             conversation.user_turn(parts)
         else:
             raise RequestError(f"unsupported content role {role!r}")
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": declaration["name"],
-                "description": declaration.get("description", ""),
-                "parameters": _lower_schema(
-                    declaration.get("parametersJsonSchema")
-                    or declaration.get("parameters")
-                    or {"type": "object", "properties": {}}
-                ),
-            },
-        }
-        for tool in body.get("tools") or []
-        for declaration in tool.get("functionDeclarations") or tool.get("function_declarations") or []
-    ]
+    tools = _tools(body.get("tools") or [])
     config = body.get("generationConfig") or {}
     if int(config.get("candidateCount") or 1) != 1:
         raise RequestError("only candidateCount=1 is supported")
@@ -216,6 +254,11 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     return _envelope(completion, request, _parts(completion), final=True)
 
 
+# Google's servers end each event with CRLF CRLF; google-genai's _SseLineDecoder (google/genai/_api_client.py,
+# google-genai 3.6.1) splits at CR, LF or CRLF, so this is what the SDK is written against.
+_CRLF = "\r\n\r\n"
+
+
 class StreamEncoder:
     """Partial GenerateContentResponses: a chunk per text piece as it arrives; function calls are held until
     the end so the last one carries finishReason (no empty trailing chunk needed for a call turn).
@@ -232,7 +275,7 @@ class StreamEncoder:
 
     def _frame(self, chunk: dict[str, Any]) -> str:
         if self.sse:
-            return sse_data(chunk)
+            return sse_data(chunk, _CRLF)
         self.sent += 1
         return ("[" if self.sent == 1 else ",") + json.dumps(chunk, separators=(",", ":"))
 
@@ -257,7 +300,7 @@ class StreamEncoder:
 
     def error(self, error: GatewayError) -> list[str]:
         if self.sse:
-            return [sse_data(render_error(error))]
+            return [sse_data(render_error(error), _CRLF)]
         return [("[" if self.sent == 0 else ",") + json.dumps(render_error(error)) + "]"]
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import SAMPLING_KEYS, ChatCompletion, ChatRequest, ToolCall, text_chunks
+from farm.gateway.providers import tool_types
 from farm.gateway.providers.base import RequestError, synthesize
 from farm.gateway.sse import sse_data
 
@@ -21,7 +23,47 @@ def _normalise_message(message: dict[str, Any]) -> dict[str, Any]:
         out["role"] = "system"
     if role == "assistant" and "reasoning_content" in out:
         out.setdefault("reasoning", out.pop("reasoning_content"))
+    if role == "assistant" and isinstance(out.get("tool_calls"), list):
+        out["tool_calls"] = [_function_call(c) for c in out["tool_calls"]]
     return out
+
+
+def _tools(tools: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """`function` tools pass through; `custom` (free-text) tools become functions taking `{input}`."""
+    out: list[dict[str, Any]] = []
+    custom: list[str] = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise RequestError(f"tools[{index}] must be an object")
+        kind = tool.get("type", "function")
+        if kind == "function":
+            out.append(tool)
+        elif kind == "custom" and isinstance(tool.get("custom"), dict) and tool["custom"].get("name"):
+            spec = tool["custom"]
+            custom.append(spec["name"])
+            description = spec.get("description") or ""
+            out.append(tool_types.function_tool(spec["name"], description, tool_types.CUSTOM_INPUT))
+        else:
+            raise tool_types.refuse(f"tools[{index}]", str(kind), tool_types.UNKNOWN)
+    return out, custom
+
+
+def _function_call(call: Any) -> Any:
+    """An earlier custom tool call (`{"type": "custom", "custom": {name, input}}`) in function form."""
+    if not isinstance(call, dict) or call.get("type") != "custom":
+        return call
+    spec = call.get("custom") or {}
+    arguments = json.dumps({"input": spec.get("input", "")}, ensure_ascii=False)
+    function = {"name": spec.get("name", ""), "arguments": arguments}
+    return {"id": call.get("id", ""), "type": "function", "function": function}
+
+
+def _call_json(call: ToolCall, request: ChatRequest) -> dict[str, Any]:
+    if call.name not in request.custom_tools:
+        return call.to_openai()
+    raw = call.parsed_arguments().get("input")
+    custom = {"name": call.name, "input": raw if isinstance(raw, str) else call.arguments}
+    return {"id": call.id, "type": "custom", "custom": custom}
 
 
 def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest:
@@ -35,7 +77,7 @@ def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest
         sampling["max_tokens"] = body["max_completion_tokens"]
     if isinstance(sampling.get("stop"), str):
         sampling["stop"] = [sampling["stop"]]
-    tools = [t for t in body.get("tools") or [] if t.get("type", "function") == "function"]
+    tools, custom = _tools(body.get("tools") or [])
     stream_options = body.get("stream_options") or {}
     return ChatRequest(
         model=str(body.get("model") or model or ""),
@@ -47,6 +89,7 @@ def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest
         chat_template_kwargs=dict(body.get("chat_template_kwargs") or {}),
         stream=bool(body.get("stream")),
         include_usage=bool(stream_options.get("include_usage")),
+        custom_tools=custom,
     )
 
 
@@ -65,7 +108,7 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     if completion.reasoning is not None:
         message["reasoning_content"] = completion.reasoning
     if completion.tool_calls:
-        message["tool_calls"] = [c.to_openai() for c in completion.tool_calls]
+        message["tool_calls"] = [_call_json(c, request) for c in completion.tool_calls]
     return {
         "id": completion.id,
         "object": "chat.completion",
@@ -103,6 +146,8 @@ class StreamEncoder:
 
     def tool_call(self, call: ToolCall) -> list[str]:
         index, self.calls = self.calls, self.calls + 1
+        if call.name in self.request.custom_tools:
+            return [self._chunk({"tool_calls": [{"index": index, **_call_json(call, self.request)}]})]
         opening = {"index": index, "id": call.id, "type": "function"}
         opening["function"] = {"name": call.name, "arguments": ""}
         frames = [self._chunk({"tool_calls": [opening]})]

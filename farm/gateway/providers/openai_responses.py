@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from farm.gateway.errors import GatewayError
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall, text_chunks
-from farm.gateway.providers import openai_chat
+from farm.gateway.providers import openai_chat, tool_types
 from farm.gateway.providers.base import RequestError, synthesize
 from farm.gateway.sse import sse_event
-
-_CUSTOM_PARAMETERS = {
-    "type": "object",
-    "properties": {"input": {"type": "string", "description": "The raw tool input."}},
-    "required": ["input"],
-}
 
 
 def _content(content: Any) -> str | list[dict[str, Any]]:
@@ -38,6 +33,74 @@ def _content(content: Any) -> str | list[dict[str, Any]]:
 def _output_text(output: Any) -> str:
     text = _content(output)
     return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+
+
+def _call_id(item: dict[str, Any]) -> str:
+    return str(item.get("call_id") or item.get("id") or "")
+
+
+def _flat_name(item: dict[str, Any]) -> str:
+    """A namespaced tool's call as the model saw the function: `ns__name`."""
+    name = str(item.get("name") or "")
+    return f"{item['namespace']}__{name}" if item.get("namespace") else name
+
+
+def _local_shell_arguments(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    action = item.get("action") or {}
+    arguments = {"command": list(action.get("command") or [])}
+    if action.get("working_directory"):
+        arguments["workdir"] = action["working_directory"]
+    if action.get("timeout_ms") is not None:
+        arguments["timeout_ms"] = action["timeout_ms"]
+    return "local_shell", arguments
+
+
+def _shell_arguments(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    action = item.get("action") or {}
+    return "shell", {k: v for k, v in action.items() if v is not None}
+
+
+def _apply_patch_arguments(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return "apply_patch", dict(item.get("operation") or {})
+
+
+_NATIVE_CALLS = {
+    "local_shell_call": _local_shell_arguments,
+    "shell_call": _shell_arguments,
+    "apply_patch_call": _apply_patch_arguments,
+}
+
+
+def _shell_output(item: dict[str, Any]) -> str:
+    """shell_call_output carries chunks of {stdout, stderr, outcome}; the model reads them as text."""
+    pieces: list[str] = []
+    for chunk in item.get("output") or []:
+        if not isinstance(chunk, dict):
+            continue
+        pieces += [chunk[k] for k in ("stdout", "stderr") if chunk.get(k)]
+        outcome = chunk.get("outcome") or {}
+        if outcome.get("type") == "exit":
+            pieces.append(f"exit code {outcome.get('exit_code')}")
+        elif outcome.get("type"):
+            pieces.append(str(outcome["type"]))
+    return "\n".join(pieces)
+
+
+def _plain_output(item: dict[str, Any]) -> str:
+    return _output_text(item.get("output"))
+
+
+def _patch_output(item: dict[str, Any]) -> str:
+    return str(item.get("output") or item.get("status") or "")
+
+
+_OUTPUTS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "function_call_output": _plain_output,
+    "custom_tool_call_output": _plain_output,
+    "local_shell_call_output": _plain_output,
+    "shell_call_output": _shell_output,
+    "apply_patch_call_output": _patch_output,
+}
 
 
 class _Conversation:
@@ -73,17 +136,16 @@ class _Conversation:
             else:
                 self.messages.append({"role": role, "content": _content(item.get("content"))})
         elif kind == "function_call":
-            self.add_call(
-                item.get("call_id") or item.get("id", ""), item.get("name", ""), item.get("arguments", "")
-            )
+            self.add_call(_call_id(item), _flat_name(item), item.get("arguments", ""))
         elif kind == "custom_tool_call":
             arguments = json.dumps({"input": item.get("input", "")}, ensure_ascii=False)
-            self.add_call(item.get("call_id") or item.get("id", ""), item.get("name", ""), arguments)
-        elif kind in ("function_call_output", "custom_tool_call_output"):
-            content = _output_text(item.get("output"))
-            self.messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id", ""), "content": content}
-            )
+            self.add_call(_call_id(item), _flat_name(item), arguments)
+        elif kind in _NATIVE_CALLS:
+            tool, action = _NATIVE_CALLS[kind](item)
+            self.add_call(_call_id(item), tool, json.dumps(action, ensure_ascii=False))
+        elif kind in _OUTPUTS:
+            content = _OUTPUTS[kind](item)
+            self.messages.append({"role": "tool", "tool_call_id": _call_id(item), "content": content})
         elif kind == "reasoning":
             summary = "\n".join(s.get("text", "") for s in item.get("summary") or [])
             text = summary or _output_text(item.get("content"))
@@ -92,34 +154,102 @@ class _Conversation:
         # item_reference, web_search_call, ... carry nothing a chat backend can use
 
 
-def _tools(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    out: list[dict[str, Any]] = []
-    custom: list[str] = []
-    for tool in tools:
+# Hosted (server-run) tools carried as functions the model may call; the harness answers the call.
+_HOSTED: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "web_search": ("web_search", "Search the web.", tool_types.QUERY),
+    "web_search_2025_08_26": ("web_search", "Search the web.", tool_types.QUERY),
+    "web_search_preview": ("web_search", "Search the web.", tool_types.QUERY),
+    "web_search_preview_2025_03_11": ("web_search", "Search the web.", tool_types.QUERY),
+    "file_search": ("file_search", "Search the attached files.", tool_types.QUERY),
+    "code_interpreter": ("code_interpreter", "Run Python code.", tool_types.CODE),
+    "image_generation": ("image_generation", "Generate an image.", tool_types.PROMPT),
+}
+# Client-run tools with their own call item types (`local_shell_call`, ...): carried as functions.
+_NATIVE: dict[str, tuple[str, dict[str, Any]]] = {
+    "local_shell": ("Run a command on the local machine.", tool_types.LOCAL_SHELL),
+    "shell": ("Run shell commands.", tool_types.SHELL),
+    "apply_patch": ("Create, update or delete a file with a diff.", tool_types.APPLY_PATCH),
+}
+_REFUSED = {
+    "mcp": tool_types.REMOTE_MCP,
+    "computer": tool_types.NEEDS_SCREENSHOTS,
+    "computer_use_preview": tool_types.NEEDS_SCREENSHOTS,
+    "programmatic_tool_calling": "the program runs on OpenAI's servers, which this gateway is not",
+}
+
+
+def _function(tool: dict[str, Any], name: str) -> dict[str, Any]:
+    function = {
+        "name": name,
+        "description": tool.get("description") or "",
+        "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+    }
+    if tool.get("strict") is not None:
+        function["strict"] = tool["strict"]
+    return {"type": "function", "function": function}
+
+
+class _Tools:
+    """The request's tools as chat functions, remembering which reply shape each function's calls take."""
+
+    def __init__(self) -> None:
+        self.functions: list[dict[str, Any]] = []
+        self.custom: list[str] = []
+        self.native: dict[str, str] = {}
+        self.namespaced: dict[str, tuple[str, str]] = {}
+
+    def add(self, tool: dict[str, Any], where: str, namespace: str | None = None) -> None:
         kind = tool.get("type")
+        name = str(tool.get("name") or kind)
+        flat = f"{namespace}__{name}" if namespace else name
+        if namespace:
+            self.namespaced[flat] = (namespace, name)
         if kind == "function":
-            function = {
-                "name": tool["name"],
-                "description": tool.get("description") or "",
-                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-            }
-            if tool.get("strict") is not None:
-                function["strict"] = tool["strict"]
-            out.append({"type": "function", "function": function})
+            self.functions.append(_function(tool, flat))
         elif kind == "custom":
-            custom.append(tool["name"])
-            description = tool.get("description") or ""
-            out.append(
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool["name"],
-                        "description": description,
-                        "parameters": _CUSTOM_PARAMETERS,
-                    },
-                }
-            )
-    return out, custom
+            self.custom.append(flat)
+            params = tool_types.CUSTOM_INPUT
+            self.functions.append(tool_types.function_tool(flat, tool.get("description") or "", params))
+        elif kind == "namespace" and namespace is None:
+            for index, inner in enumerate(tool.get("tools") or []):
+                self.add(inner, f"{where}.tools[{index}]", namespace=name)
+        elif kind in _NATIVE and namespace is None:
+            description, parameters = _NATIVE[kind]
+            self.native[kind] = kind
+            self.functions.append(tool_types.function_tool(kind, description, parameters))
+        elif kind in _HOSTED and namespace is None:
+            hosted, description, parameters = _HOSTED[kind]
+            if all(f["function"]["name"] != hosted for f in self.functions):
+                self.functions.append(tool_types.function_tool(hosted, description, parameters))
+        elif kind == "tool_search" and namespace is None:
+            parameters = tool.get("parameters") or tool_types.QUERY
+            description = tool.get("description") or "Search the deferred tools."
+            self.functions.append(tool_types.function_tool("tool_search", description, parameters))
+        else:
+            raise tool_types.refuse(where, str(kind), _REFUSED.get(str(kind), tool_types.UNKNOWN))
+
+
+def _tools(tools: list[dict[str, Any]]) -> _Tools:
+    out = _Tools()
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise RequestError(f"tools[{index}] must be an object")
+        out.add(tool, f"tools[{index}]")
+    return out
+
+
+def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
+    """A forced tool names the function the model sees; `allowed_tools` and the like fall back to auto."""
+    if not isinstance(choice, dict):
+        return choice if isinstance(choice, str) or choice is None else "auto"
+    kind = choice.get("type")
+    if kind in ("function", "custom"):
+        name = str(choice.get("name", ""))
+        return {"type": "function", "function": {"name": _flat_name({**choice, "name": name})}}
+    if kind in _NATIVE or kind in _HOSTED:
+        name = _HOSTED[kind][0] if kind in _HOSTED else kind
+        return {"type": "function", "function": {"name": name}}
+    return "auto"
 
 
 def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest:
@@ -136,24 +266,22 @@ def parse_request(body: dict[str, Any], model: str | None = None) -> ChatRequest
             conversation.add(item)
     else:
         raise RequestError("`input` must be a string or a list of items")
-    tools, custom = _tools(body.get("tools") or [])
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
-        choice = {"type": "function", "function": {"name": choice.get("name", "")}}
-    elif isinstance(choice, dict):
-        choice = "auto"
+    tools = _tools(body.get("tools") or [])
+    choice = _tool_choice(body.get("tool_choice"))
     sampling: dict[str, Any] = {k: body[k] for k in ("temperature", "top_p") if body.get(k) is not None}
     if body.get("max_output_tokens") is not None:
         sampling["max_tokens"] = body["max_output_tokens"]
     return ChatRequest(
         model=str(body.get("model") or model or ""),
         messages=conversation.messages,
-        tools=tools,
+        tools=tools.functions,
         tool_choice=choice,
         parallel_tool_calls=body.get("parallel_tool_calls"),
         sampling=sampling,
         stream=bool(body.get("stream")),
-        custom_tools=custom,
+        custom_tools=tools.custom,
+        native_tools=tools.native,
+        namespaced_tools=tools.namespaced,
     )
 
 
@@ -224,14 +352,42 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     return _response(completion, request, _status(completion), _output_items(completion, request))
 
 
+def _native_item(kind: str, item_id: str, call: ToolCall) -> dict[str, Any]:
+    arguments = call.parsed_arguments()
+    action: dict[str, Any]
+    if kind == "local_shell":
+        action = {
+            "type": "exec",
+            "command": arguments.get("command") or [],
+            "env": {},
+            "timeout_ms": arguments.get("timeout_ms"),
+            "working_directory": arguments.get("workdir"),
+            "user": None,
+        }
+        return {"id": item_id, "type": "local_shell_call", "call_id": call.id, "action": action}
+    if kind == "shell":
+        keys = ("commands", "timeout_ms", "max_output_length")
+        action = {k: arguments.get(k) for k in keys}
+        action["commands"] = action["commands"] or []
+        return {"id": item_id, "type": "shell_call", "call_id": call.id, "action": action}
+    operation = {k: arguments[k] for k in ("type", "path", "diff") if k in arguments}
+    return {"id": item_id, "type": "apply_patch_call", "call_id": call.id, "operation": operation}
+
+
 def _call_item(completion_id: str, index: int, call: ToolCall, request: ChatRequest) -> dict[str, Any]:
+    if call.name in request.native_tools:
+        item = _native_item(request.native_tools[call.name], f"tc_{completion_id}_{index}", call)
+        return {**item, "status": "completed"}
+    namespace, name = request.namespaced_tools.get(call.name, (None, call.name))
+    extra = {"namespace": namespace} if namespace else {}
     if call.name in request.custom_tools:
         raw = call.parsed_arguments().get("input")
         return {
             "id": f"ctc_{completion_id}_{index}",
             "type": "custom_tool_call",
             "call_id": call.id,
-            "name": call.name,
+            "name": name,
+            **extra,
             "input": raw if isinstance(raw, str) else call.arguments,
             "status": "completed",
         }
@@ -239,7 +395,8 @@ def _call_item(completion_id: str, index: int, call: ToolCall, request: ChatRequ
         "id": f"fc_{completion_id}_{index}",
         "type": "function_call",
         "call_id": call.id,
-        "name": call.name,
+        "name": name,
+        **extra,
         "arguments": call.arguments,
         "status": "completed",
     }
@@ -418,6 +575,9 @@ class StreamEncoder:
                     arguments=item["arguments"],
                 )
             )
+        elif item["type"] != "custom_tool_call":
+            shown = {**item, "status": "in_progress"}
+            frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
         else:
             shown = {**item, "input": "", "status": "in_progress"}
             frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
