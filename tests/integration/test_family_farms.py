@@ -22,6 +22,7 @@ from farm.chat.families import CALL_MARKERS
 from farm.chat.tokenizer import ChatTokenizer
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
+from farm.ui.trajectory import decoder
 from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES, tokenizer_dir
 
@@ -83,6 +84,9 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
         for other in set(CALL_MARKERS.values()) - {CALL_MARKERS[tokenizer.family]}:
             assert other not in text
         assert_invariant(trace, tokenizer)
+        # the trace names its tokenizer, so the trajectory viewer decodes it with the same one
+        assert ChatTokenizer.load(trace.metadata["tokenizer"]) is tokenizer
+        assert decoder(trace).decode(trace.prompt_ids) == tokenizer.decode(trace.prompt_ids)
         if instance is thinking and tokenizer.family != "mistral":  # Mistral v3 has no reasoning
             sampled = [t for t, m in zip(trace.response_ids, trace.loss_mask, strict=True) if m]
             assert tokenizer.decode(sampled).count("</think>") == 2, tokenizer.decode(sampled)
