@@ -63,6 +63,7 @@ def episode_trace(ctx: JobContext, handler: str, episode: Episode, **extra: Any)
         "tool_calls": episode.tool_calls,
         "recoverable_errors": episode.recoverable_errors,
         "policy_version": ctx.metadata.get("policy_version"),
+        "tokenizer": episode.conversation.tokenizer.source,
     }
     return episode.conversation.to_trace(episode.finish_reason, meta)
 

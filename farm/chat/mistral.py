@@ -66,7 +66,10 @@ class MistralCodec:
         if not path.is_file():
             shipped = ", ".join(sorted(p.name for p in DATA_DIR.iterdir() if p.name.startswith("tekken")))
             raise ValueError(f"tokenizer 'mistral:{name}': choose v3-tekken, one of {shipped}, or a path")
-        return cls(MistralTokenizer.from_file(str(path), mode=ValidationMode.test), path.name)
+        try:
+            return cls(MistralTokenizer.from_file(str(path), mode=ValidationMode.test), path.name)
+        except ImportError as exc:  # the SentencePiece files need a package the farm does not install
+            raise ValueError(f"tokenizer 'mistral:{name}': {exc}") from exc
 
     @property
     def special_tokens(self) -> list[str]:

@@ -53,6 +53,9 @@ class ChatTokenizer:
     eos_token_id: int
     vocab_size: int
     family: Family
+    source: str | None = None
+    """The FARM_TOKENIZER value it was loaded from (None: the shipped one, or built in code); traces
+    record it so a viewer can decode them with the same tokenizer."""
     hf: Any
     """The Hugging Face tokenizer, or for other backends a view with the part of its API callers read
     (all_special_tokens, convert_ids_to_tokens, decode, batch_decode, len, pad_token_id)."""
@@ -72,6 +75,7 @@ class ChatTokenizer:
         with _cache_lock:
             if key not in _cache:
                 _cache[key] = _load(key, name_or_path)
+                _cache[key].source = name_or_path or None
             return _cache[key]
 
     def encode(self, text: str) -> list[int]:

@@ -22,11 +22,20 @@ from farm.chat.families import CALL_MARKERS
 from farm.chat.tokenizer import ChatTokenizer
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
+from farm.ui.trajectory import decoder
 from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES, tokenizer_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CODE = Path(__file__).resolve().parents[2] / "handlers" / "code" / "problems.jsonl"
+THINKING = {
+    "match": "What is 97 * 13 - 5?",
+    "steps": [
+        {"think": "Multiply, then subtract.", "tool": "python", "arguments": {"code": "print(97 * 13 - 5)"}},
+        {"think": "It printed {{ tool_output }}.", "say": "The answer is \\boxed{ {{- tool_output -}} }."},
+    ],
+}
+"""A math script whose turns reason first: templates that drop earlier reasoning must not lose it."""
 SOURCES = ["mistral:v3-tekken"] + [f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES]
 
 
@@ -40,9 +49,11 @@ def family_farm(
     else:
         vocabulary, rewrite = source.split("/")
         tokenizer = str(tokenizer_dir(vocabulary, rewrite, tmp_path_factory.mktemp("tokenizers")))
+    scripts = tmp_path_factory.mktemp("scripts") / "thinking.jsonl"
+    scripts.write_text(json.dumps(THINKING) + "\n")
     farm = LocalFarm(
         workers=[WorkerSpec("init,run,eval", concurrency=8)],
-        llm_args=["--tokenizer", tokenizer, "--accuracy", "1.0"],
+        llm_args=["--tokenizer", tokenizer, "--accuracy", "1.0", "--scripts", str(scripts)],
         env={"FARM_TOKENIZER": tokenizer},
     )
     with farm, httpx.Client(base_url=farm.api_url, timeout=180) as api:
@@ -59,8 +70,9 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
 ) -> None:
     api, tokenizer = family_farm
     math = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
+    thinking = {"handler": "math", "question": "What is 97 * 13 - 5?", "answer": "1256"}
     code = {"handler": "code", **json.loads(CODE.read_text().splitlines()[0])}
-    for seed, instance in enumerate([math, code]):
+    for seed, instance in enumerate([math, thinking, code]):
         result = run(api, instance, seed)
         assert result.state is JobState.done, result.error
         assert result.reward == 1.0, (result.handler, result.artifacts)
@@ -72,3 +84,9 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
         for other in set(CALL_MARKERS.values()) - {CALL_MARKERS[tokenizer.family]}:
             assert other not in text
         assert_invariant(trace, tokenizer)
+        # the trace names its tokenizer, so the trajectory viewer decodes it with the same one
+        assert ChatTokenizer.load(trace.metadata["tokenizer"]) is tokenizer
+        assert decoder(trace).decode(trace.prompt_ids) == tokenizer.decode(trace.prompt_ids)
+        if instance is thinking and tokenizer.family != "mistral":  # Mistral v3 has no reasoning
+            sampled = [t for t, m in zip(trace.response_ids, trace.loss_mask, strict=True) if m]
+            assert tokenizer.decode(sampled).count("</think>") == 2, tokenizer.decode(sampled)

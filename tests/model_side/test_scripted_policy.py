@@ -205,3 +205,15 @@ def test_the_policy_speaks_the_served_tokenizers_family(source: str) -> None:
     ]
     answer = policy.sample(tok.apply_chat_template(messages, [PYTHON_TOOL]), SamplingRequest(max_tokens=256))
     assert "\\boxed{7}" in tok.parse_assistant(answer.text).content
+
+
+def test_a_step_can_reason_before_it_acts() -> None:
+    from farm.llm.policies.scripts import Step
+    from tests.templates.variants import family_tokenizer
+
+    step = Step(think="It printed {{ tool_output }}.", say="So \\boxed{ {{- tool_output -}} }.")
+    message = step.render({"tool_output": "7", "question": ""})
+    assert message == {"role": "assistant", "content": "So \\boxed{7}.", "reasoning_content": "It printed 7."}
+    tokenizer = family_tokenizer("deepseek/reasoning dropped")
+    parsed = tokenizer.parse_assistant(tokenizer.assistant_text(message))
+    assert (parsed.reasoning, parsed.content) == ("It printed 7.", "So \\boxed{7}.")

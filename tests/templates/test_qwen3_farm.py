@@ -16,6 +16,7 @@ from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from tests.integration.jobs import assert_token_faithful
 from tests.templates.conftest import qwen3_dir
+from tests.templates.invariant import assert_invariant
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CODE = Path(__file__).resolve().parents[2] / "handlers" / "code" / "problems.jsonl"
@@ -55,3 +56,5 @@ def test_math_and_code_rollouts_with_qwen3_end_done_token_faithful(
         assert roles[:3] == ["assistant", "tool", "assistant"], roles
         text = qwen3.decode(result.trajectory.traces[0].response_ids)
         assert "<tool_response>" in text and text.endswith("<|im_end|>")
+        assert qwen3.family == "hermes" and "<tool_call>" in text
+        assert_invariant(result.trajectory.traces[0], qwen3)

@@ -3,6 +3,8 @@ mistral-common ships (`mistral:<name>`)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from farm.chat.tokenizer import ChatTokenizer, resolve_tokenizer_dir
@@ -31,3 +33,6 @@ def test_mistral_names_a_tokenizer_mistral_common_ships() -> None:
     assert tokenizer.is_special(calls) and tokenizer.hf.convert_ids_to_tokens([calls]) == ["[TOOL_CALLS]"]
     with pytest.raises(ValueError, match="v3-tekken"):
         ChatTokenizer.load("mistral:no_such_tokenizer.json")
+    if importlib.util.find_spec("sentencepiece") is None:  # shipped, but needs a package not installed
+        with pytest.raises(ValueError, match="sentencepiece"):
+            ChatTokenizer.load("mistral:mistral_instruct_tokenizer_241114.model.v7")

@@ -30,6 +30,9 @@ class Step(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     say: str | None = None
     """Final text; with `tool` too, the text that precedes the call."""
+    think: str | None = None
+    """Reasoning before the text, as `reasoning_content` (written where the chat template puts it,
+    e.g. Qwen3's `<think>` block; templates without reasoning leave it out)."""
 
     @model_validator(mode="after")
     def _acts(self) -> Step:
@@ -40,6 +43,8 @@ class Step(BaseModel):
     def render(self, variables: dict[str, str]) -> dict[str, Any]:
         """The assistant message this step produces in the given context."""
         message: dict[str, Any] = {"role": "assistant", "content": _fill(self.say or "", variables)}
+        if self.think is not None:
+            message["reasoning_content"] = _fill(self.think, variables)
         if self.tool is not None:
             call = {"name": self.tool, "arguments": _fill(self.arguments, variables)}
             message["tool_calls"] = [{"type": "function", "function": call}]

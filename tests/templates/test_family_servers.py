@@ -1,0 +1,63 @@
+"""The reference LLM serving a Mistral tokenizer (mistral-common's encoding) or a DeepSeek-layout template:
+an OpenAI-SDK tool conversation gets its tool call back as OpenAI `tool_calls`, parsed from the family's
+own format, and the answer after the tool result; /tokenize names the family's tokens. This is the path
+the gateway records harness sessions through."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from farm.chat.families import CALL_MARKERS
+from farm.chat.tokenizer import ChatTokenizer
+from tests.model_side.conftest import ServerProcess
+from tests.templates.variants import tokenizer_dir
+
+pytestmark = pytest.mark.slow
+CODE = {"type": "object", "properties": {"code": {"type": "string"}}}
+PYTHON_TOOL = {"type": "function", "function": {"name": "python", "parameters": CODE}}
+
+
+@pytest.fixture(scope="module", params=["mistral:v3-tekken", "deepseek/arguments re-serialized"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+    source: str = request.param
+    if source.startswith("mistral:"):
+        tokenizer = source
+    else:
+        vocabulary, rewrite = source.split("/")
+        tokenizer = str(tokenizer_dir(vocabulary, rewrite, tmp_path_factory.mktemp("tok")))
+    server = ServerProcess(["--policy", "scripted", "--accuracy", "1.0", "--tokenizer", tokenizer])
+    try:
+        yield server.wait_ready(timeout=120), ChatTokenizer.load(tokenizer)
+    finally:
+        server.stop()
+
+
+def test_tool_round_trip_in_the_family_format(served: tuple[ServerProcess, ChatTokenizer]) -> None:
+    server, tokenizer = served
+    client = OpenAI(base_url=server.address, api_key="unused", max_retries=0)
+    model = client.models.list().data[0].id
+    messages: list = [{"role": "user", "content": "What is 17 * 3 + 2?"}]
+    first = client.chat.completions.create(
+        model=model, messages=messages, tools=[PYTHON_TOOL], seed=4, extra_body={"return_token_ids": True}
+    )
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "python"
+    assert json.loads(call.function.arguments) == {"code": "print(17 * 3 + 2)"}
+    sampled = tokenizer.decode(choice.model_extra["token_ids"])
+    assert CALL_MARKERS[tokenizer.family] in sampled, sampled
+    messages.append(choice.message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": "53"})
+    second = client.chat.completions.create(model=model, messages=messages, tools=[PYTHON_TOOL], seed=4)
+    assert second.choices[0].finish_reason == "stop"
+    assert second.choices[0].message.content == "The answer is \\boxed{53}."
+    pieces = httpx.post(
+        f"{server.root}/tokenize", json={"prompt": CALL_MARKERS[tokenizer.family], "return_token_strs": True}
+    ).json()
+    assert pieces["count"] == 1 and pieces["token_strs"] == [CALL_MARKERS[tokenizer.family]]
