@@ -120,7 +120,8 @@ class Response:
                 raise conn.error
             conn.wake.clear()
             try:
-                await asyncio.wait_for(conn.wake.wait(), self._timeout)
+                async with asyncio.timeout(self._timeout):  # no task per wait, unlike wait_for
+                    await conn.wake.wait()
             except TimeoutError:
                 raise UpstreamTimeout(f"no reply data for {self._timeout:g} s") from None
         return conn.chunks.popleft()
@@ -215,7 +216,8 @@ class Http1Client:
         read_timeout = timeout or self.read_timeout
         conn.send(data)
         try:
-            await asyncio.wait_for(asyncio.shield(conn.head), read_timeout)
+            async with asyncio.timeout(read_timeout):
+                await conn.head
         except TimeoutError:
             conn.close()
             raise UpstreamTimeout(f"no reply from {key[0]}:{key[1]} within {read_timeout:g} s") from None
