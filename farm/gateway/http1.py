@@ -60,8 +60,17 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if not self.complete:
+        if not self.complete and exc is None and self._ends_at_eof():
+            self.complete = True  # a body without length or chunking ends where the connection does
+            self.wake.set()
+        elif not self.complete:
             self._fail(UpstreamProtocolError(f"connection closed mid-reply ({exc or 'EOF'})"))
+
+    def _ends_at_eof(self) -> bool:
+        if not self.head.done() or self.head.cancelled() or self.head.exception() is not None:
+            return False
+        chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        return "content-length" not in self.headers and not chunked
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:

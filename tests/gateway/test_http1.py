@@ -96,3 +96,22 @@ def test_refused_connection_and_silent_server() -> None:
     asyncio.run(_with_server(silent, run))
     with pytest.raises(ValueError, match="plain http"):
         asyncio.run(Http1Client().post_json("https://example.com/v1/x", {}))
+
+
+def test_a_body_delimited_by_the_connection_closing() -> None:
+    async def close_delimited(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.write(b'{"done": true}')
+        writer.close()
+
+    async def run(base: str) -> None:
+        client = Http1Client()
+        response = await client.post_json(f"{base}/x", {})
+        assert await response.aread() == b'{"done": true}'
+        assert client._idle == {
+            (base.split("//")[1].split(":")[0], int(base.rsplit(":", 1)[1].split("/")[0])): []
+        }
+
+    asyncio.run(_with_server(close_delimited, run))
