@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 import time
 import uuid
 from collections import Counter
@@ -55,6 +56,31 @@ def measure(client: redis.Redis, action) -> tuple[Counter[str], float, float, ob
     for own in ("info", "config|resetstat", "config"):
         counts.pop(own, None)
     return counts, cpu, wall, result
+
+
+def round_trips(url: str, action) -> tuple[int, int]:
+    """(commands clients sent, commands scripts ran) while `action` runs, read from MONITOR: a Lua
+    script is one round trip however many commands it runs inside."""
+    counts = {"client": 0, "lua": 0}
+    stop = threading.Event()
+    started = threading.Event()
+
+    def watch() -> None:
+        with redis.Redis.from_url(url).monitor() as monitor:
+            started.set()
+            for entry in monitor.listen():
+                if stop.is_set():
+                    return
+                counts["lua" if entry.get("client_type") == "lua" else "client"] += 1
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    started.wait(5)
+    action()
+    stop.set()
+    redis.Redis.from_url(url).ping()  # one more command wakes the watcher so it sees `stop`
+    thread.join(5)
+    return counts["client"] - 1, counts["lua"]
 
 
 def run_jobs(api: str, instance: dict, n: int) -> list[dict]:
@@ -102,6 +128,9 @@ def main() -> None:
                 client, lambda: run_jobs(farm.api_url, {"handler": "noop"}, args.noop)
             )
             math, math_cpu, _, math_results = measure(client, lambda: run_jobs(farm.api_url, MATH, args.math))
+            sent, in_scripts = round_trips(
+                server.url, lambda: run_jobs(farm.api_url, {"handler": "noop"}, 50)
+            )
 
     # Commands the idle farm would have issued anyway during the measured phases are not the rollouts'.
     idle_rate = sum(idle.values()) / idle_wall
@@ -138,6 +167,10 @@ def main() -> None:
     console.print(table)
     console.print(
         f"projected no-op rollouts/s on one Redis core: {1 / cpu_per_noop:.0f}" if cpu_per_noop else ""
+    )
+    console.print(
+        f"no-op rollout, round trips (MONITOR, 50 rollouts): {sent / 50:.1f} commands sent by clients "
+        f"per rollout, {in_scripts / 50:.1f} more run inside their Lua scripts"
     )
     console.print(f"idle, commands/s by name: {top(idle, idle_wall)}")
     console.print(f"no-op, commands/rollout by name: {top(noop, args.noop, 12)}")

@@ -78,7 +78,7 @@ class BwrapLayout:
 
 def root_entries(root: str) -> list[tuple[str, str | None]]:
     """(name, symlink target or None) for each top-level entry of `root` to expose."""
-    entries = []
+    entries: list[tuple[str, str | None]] = []
     for name in sorted(os.listdir(root)):
         if name in SKIPPED_ROOT_ENTRIES:
             continue

@@ -36,7 +36,7 @@ def connect(address: str, timeout: float) -> socket.socket:
     return sock
 
 
-def _connect_unix_nofollow(sock: socket.socket, path: str | tuple) -> None:
+def _connect_unix_nofollow(sock: socket.socket, path: str | tuple[str, int]) -> None:
     """Connect to the socket file itself, never to what a link planted in its place points at: the
     control directory is writable from inside the sandbox, which could otherwise send this client (and
     the commands meant for it) to another sandbox's server or a host service."""

@@ -226,6 +226,6 @@ def _idmapped_bind(libc: ctypes.CDLL, source: str, target: str, userns_fd: int |
         if libc.syscall(_SYS_MOUNT_SETATTR, fd, b"", flags, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
             return False
         moved = libc.syscall(_SYS_MOVE_MOUNT, fd, b"", _AT_FDCWD, target.encode(), _MOVE_MOUNT_F_EMPTY_PATH)
-        return moved == 0
+        return bool(moved == 0)
     finally:
         os.close(fd)

@@ -19,6 +19,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from containers import egress, procs
 from containers import limits_host as host_limits
@@ -48,6 +49,17 @@ from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
 
 HANDLE_FILE = "handle.json"
+
+
+def record_handle(handle: SandboxHandle) -> None:
+    """Writes the sandbox's handle file whole or not at all (a starter killed mid-write must not leave
+    a truncated file that no sweep can read)."""
+    path = Path(handle.sandbox_dir) / HANDLE_FILE
+    partial = path.with_name(f".{HANDLE_FILE}.tmp")
+    partial.write_text(handle.model_dump_json())
+    os.replace(partial, path)
+
+
 LOG_FILE = "server.log"
 
 # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that forked exits. Spawning
@@ -154,13 +166,13 @@ class LocalRuntime:
         )
         # Recorded from the start (and again once its launcher runs), so a sandbox whose starter is
         # killed half-way can still be found and stopped (tasks/orphans.py).
-        (sandbox_dir / HANDLE_FILE).write_text(partial.model_dump_json())
+        record_handle(partial)
         try:
             handle = self._launch(bwrap, spec, partial, control, identity)
         except BaseException:
             self.teardown(partial)
             raise
-        (sandbox_dir / HANDLE_FILE).write_text(handle.model_dump_json())
+        record_handle(handle)
         return Sandbox(handle, self)
 
     def _launch(
@@ -175,11 +187,63 @@ class LocalRuntime:
         pasta = find_pasta() if spec.network else None
         if spec.network and pasta is None:
             raise RuntimeUnavailable("network sandboxes need pasta (Debian package passt)")
-        hidden = self._hidden_paths(spec) if host_root else []
         staging = Staging(stage_dir()) if identity is not None else None
         ready_r, ready_w = os.pipe()
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe() if spec.network else (None, None)
+        layout = self._layout(spec, handle, control, identity, staging)
+        layout.info_fd, layout.block_fd = info_w, block_r
+        # A pids cgroup bounds the sandbox's processes; RLIMIT_NPROC would count every sandbox of the
+        # shared host uid together, so it is only the fallback.
+        limits = spec.limits
+        if any(Path(g, "pids.max").exists() for g in handle.cgroups):
+            limits = limits.model_copy(update={"max_processes": None})
+        command = server_command(
+            spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
+        )
+        argv = build_argv(bwrap, layout, command)  # before the launcher: it collects the staged binds
+        preexec = launcher_preexec(
+            identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
+        )
+        passed = tuple(fd for fd in (ready_w, info_w, block_r) if fd is not None)
+        try:
+            with open(control.parent / LOG_FILE, "ab") as log:
+                proc = _spawner.submit(
+                    subprocess.Popen,
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=sandbox_env(spec, handle.id, host_root=host_root),
+                    pass_fds=passed,
+                    start_new_session=True,
+                    preexec_fn=preexec,
+                ).result()
+        finally:
+            for fd in passed:
+                os.close(fd)
+        with _children_lock:
+            _children[handle.id] = proc
+        handle = handle.model_copy(update={"pid": proc.pid, "pid_start": procs.start_ticks(proc.pid)})
+        record_handle(handle)
+        try:
+            return self._await_start(proc, spec, handle, pasta, info_r, ready_r, block_w)
+        finally:
+            for pipe_end in (info_r, ready_r, block_w):
+                if pipe_end is not None:
+                    os.close(pipe_end)
+
+    def _layout(
+        self,
+        spec: SandboxSpec,
+        handle: SandboxHandle,
+        control: Path,
+        identity: HostIdentity | None,
+        staging: Staging | None,
+    ) -> BwrapLayout:
+        """The sandbox's view of the filesystem and its user (the launch's pipes are set by the caller)."""
+        host_root = spec.image is None
+        hidden = self._hidden_paths(spec) if host_root else []
         # Read-only binds: through an idmapped mount on which host root's files are the sandbox user's (no
         # copy), or, where the kernel cannot, a copy given to that user when it could not read the source.
         userns_fd = idmap_userns(identity) if identity is not None and spec.ro_binds else None
@@ -206,8 +270,6 @@ class LocalRuntime:
             hide_files=[f for f in HIDDEN_HOST_FILES if os.path.isfile(f)] if host_root else [],
             resolv_conf=spec.network,
             die_with_parent=spec.die_with_parent,
-            info_fd=info_w,
-            block_fd=block_r,
             uid=inner,
             gid=inner,
             tmp_size=host_limits.tmp_size_bytes(spec.limits),
@@ -221,40 +283,20 @@ class LocalRuntime:
             layout.ro_binds.append((str(PACKAGE_DIR), f"{IMAGE_LIB_DIR}/containers"))
         else:  # bring along the interpreter and import path living under /tmp or a hidden directory
             layout.ro_binds += [(p, p) for p in host_paths_for_server(hidden)]
-        # A pids cgroup bounds the sandbox's processes; RLIMIT_NPROC would count every sandbox of the
-        # shared host uid together, so it is only the fallback.
-        limits = spec.limits
-        if any(Path(g, "pids.max").exists() for g in handle.cgroups):
-            limits = limits.model_copy(update={"max_processes": None})
-        command = server_command(
-            spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
-        )
-        argv = build_argv(bwrap, layout, command)
-        env = sandbox_env(spec, handle.id, host_root=host_root)
-        preexec = launcher_preexec(
-            identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
-        )
-        passed = tuple(fd for fd in (ready_w, info_w, block_r) if fd is not None)
-        try:
-            with open(control.parent / LOG_FILE, "ab") as log:
-                proc = _spawner.submit(
-                    subprocess.Popen,
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    env=env,
-                    pass_fds=passed,
-                    start_new_session=True,
-                    preexec_fn=preexec,
-                ).result()
-        finally:
-            for fd in passed:
-                os.close(fd)
-        with _children_lock:
-            _children[handle.id] = proc
-        handle = handle.model_copy(update={"pid": proc.pid, "pid_start": procs.start_ticks(proc.pid)})
-        (Path(handle.sandbox_dir) / HANDLE_FILE).write_text(handle.model_dump_json())
+        return layout
+
+    def _await_start(
+        self,
+        proc: subprocess.Popen[bytes],
+        spec: SandboxSpec,
+        handle: SandboxHandle,
+        pasta: str | None,
+        info_r: int,
+        ready_r: int,
+        block_w: int | None,
+    ) -> SandboxHandle:
+        """Waits for bwrap's report and the server's readiness; joins the network namespace to pasta
+        behind the egress filter before the sandbox's command may run (it waits on the block pipe)."""
         deadline = time.monotonic() + spec.start_timeout_s
         try:
             info = self._read_info(proc, info_r, deadline)
@@ -273,15 +315,16 @@ class LocalRuntime:
                 handle = handle.model_copy(
                     update={"net_pid": net_pid, "net_start": procs.start_ticks(net_pid)}
                 )
-                os.write(block_w, b"1")
+                try:
+                    os.write(block_w, b"1")
+                except BrokenPipeError:  # bwrap is gone: its log says why
+                    raise SandboxStartError(
+                        f"the sandbox exited (status {proc.poll()}) before its network was attached"
+                    ) from None
             self._wait_ready(proc, ready_r, deadline, spec.start_timeout_s)
         except SandboxStartError as exc:
-            (Path(handle.sandbox_dir) / HANDLE_FILE).write_text(handle.model_dump_json())
-            raise SandboxStartError(f"{exc}\n{self._log_tail(control.parent)}") from None
-        finally:
-            for fd in (info_r, ready_r, block_w):
-                if fd is not None:
-                    os.close(fd)
+            record_handle(handle)
+            raise SandboxStartError(f"{exc}\n{self._log_tail(Path(handle.sandbox_dir))}") from None
         return handle
 
     def _hidden_paths(self, spec: SandboxSpec) -> list[str]:
@@ -297,7 +340,7 @@ class LocalRuntime:
         return list(dict.fromkeys(p for p in found if p != "/" and not _beneath(p, "/tmp")))
 
     @staticmethod
-    def _read_info(proc: subprocess.Popen[bytes], info_r: int, deadline: float) -> dict:
+    def _read_info(proc: subprocess.Popen[bytes], info_r: int, deadline: float) -> dict[str, Any]:
         """bwrap's info JSON (the sandbox init's host pid), written once the namespaces exist."""
         data = b""
         while True:
@@ -309,7 +352,8 @@ class LocalRuntime:
                 chunk = os.read(info_r, 4096)
                 data += chunk
                 with contextlib.suppress(ValueError):
-                    return json.loads(data)
+                    info: dict[str, Any] = json.loads(data)
+                    return info
                 if not chunk:
                     raise SandboxStartError(f"sandbox exited during start-up (status {proc.poll()})")
             elif proc.poll() is not None:

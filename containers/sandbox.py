@@ -96,7 +96,8 @@ class Sandbox:
 
     def cancel(self) -> dict[str, Any]:
         """Kill the commands running now and interrupt the busy tools; returns within a second."""
-        return self.client.call_once("cancel", timeout=1.0)
+        answer: dict[str, Any] = self.client.call_once("cancel", timeout=1.0)
+        return answer
 
     def ping(self) -> bool:
         try:

@@ -49,12 +49,11 @@ def create_app() -> Celery:
         task_create_missing_queues=True,
         broker_connection_retry_on_startup=True,
         broker_transport_options={
-            "visibility_timeout": settings.visibility_timeout_s,
-            # kombu restores a dead worker's unacked messages only past the visibility timeout (hours);
-            # the farm's reaper re-sends unstarted stages itself (tasks/reaper.py: sweep_unacked), so
-            # kombu's own scan runs once a minute rather than every second on every worker.
-            "unacked_restore_interval": 60,
-            "unacked_restore_throttle": 1,
+            # No ack emulation: the job's lease (farm/jobs/scripts.py) is what recovers a stage whose
+            # worker died, and the stall sweep (tasks/reaper.py) a message lost before its stage began.
+            # kombu's unacked hash and visibility timeout would be a second recovery path with its own
+            # redeliveries, at eight Redis commands per message.
+            "ack_emulation": False,
             # An idle worker's BRPOP returns every 2 s (kombu's default is 1): one command less a
             # second per worker; a message still wakes it at once.
             "polling_interval": 2,

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -70,7 +71,7 @@ class Backoff:
     def next_delay(self, uptime_s: float) -> float:
         if uptime_s >= self.stable_s:
             self.failures = 0
-        delay = min(self.cap_s, self.base_s * 2**self.failures)
+        delay: float = min(self.cap_s, self.base_s * 2**self.failures)
         self.failures += 1
         return delay
 
@@ -137,7 +138,7 @@ class LocalFarm:
         )
 
     def _spawn(self, name: str, argv: list[str], **env: str) -> subprocess.Popen[bytes]:
-        out: int | object = subprocess.DEVNULL
+        out: int | IO[bytes] | None = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
@@ -249,7 +250,9 @@ class LocalFarm:
                 what = where.get(name, "")
             rows.append((name, proc.pid, what))
         if self._redis is not None:
-            rows.insert(0, ("redis", self._redis.process.pid if self._redis.process else 0, self.redis_url))
+            rows.insert(
+                0, ("redis", self._redis.process.pid if self._redis.process else 0, self.redis_url or "")
+            )
         return rows
 
     def _check_children(self) -> None:

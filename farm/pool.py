@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.models.backends import BackendInfo
+from farm.text import as_text as _decode
 
 STICKY_TTL_S = 7 * 24 * 3600
 
@@ -259,10 +260,6 @@ def _pinned(reply: list[Any] | None) -> BackendInfo | None:
     meta = json.loads(_decode(reply[1]))
     kind, weight = meta.get("kind", "vllm"), int(meta.get("weight", 1))
     return BackendInfo(address=_decode(reply[0]), kind=kind, weight=weight)
-
-
-def _decode(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _text(mapping: dict[Any, Any]) -> dict[str, str]:

@@ -34,18 +34,14 @@ class Settings(BaseSettings):
     result_ttl_s: int = 7 * 24 * 3600
     """How long job records and results stay readable in Redis."""
     default_timeout_s: float = 600.0
-    visibility_timeout_s: int = 3 * 3600
-    """Redis broker visibility timeout; must exceed the longest stage."""
     workdir: str = "/tmp/rollout-farm"
     """Per-node scratch space for job workspaces."""
     tokenizer: str | None = None
     """Tokenizer for token-in/token-out inference: a local HF directory; unset means the shipped one."""
     max_request_bytes: int = 8 * 1024 * 1024
-    unacked_grace_s: float = 30.0
-    """A stage message delivered this long ago and still not started is treated as lost and re-sent."""
-    stall_grace_s: float = 60.0
-    """A job waiting this long with no running stage and no message in any live queue is re-sent
-    (a worker died between taking its message and recording the delivery)."""
+    stall_grace_s: float = 30.0
+    """A job waiting this long with no running stage and no message in any queue is re-sent (a worker
+    died holding its message before the stage began, or a reaper between reaping a lease and re-sending)."""
     process_wait_s: float = 3600.0
     """How long POST /process with wait=true holds the connection before answering 202."""
     ready_buffer: int = Field(64, ge=0)

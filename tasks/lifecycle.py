@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -104,18 +105,6 @@ def _context(
     )
 
 
-def _ended(ctx: JobContext, state: JobState, stage: str, message: str, **extra: Any) -> JobResult:
-    return JobResult(
-        job_id=ctx.job_id,
-        state=state,
-        handler=ctx.spec.handler,
-        timings=ctx.timings(),
-        error=StageError(stage=stage, type=state.value, message=message),
-        metadata=ctx.metadata,
-        **extra,
-    )
-
-
 def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
     store = job_store()
     owner = hostname or get_settings().node
@@ -144,18 +133,116 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
             handler = get_handler(record.spec.handler)
             ctx = _context(record, handler, stage, lambda: monitor.interruption(job_id), attempt)
         except Exception as exc:  # unknown handler after a deploy, instance no longer valid, ...
-            attempt.finish(
-                terminal_result(
-                    record,
-                    JobState.failed,
-                    StageError(stage=stage, type=type(exc).__name__, message=str(exc)[:2000]),
-                )
-            )
+            attempt.finish(terminal_result(record, JobState.failed, StageError.of(stage, exc)))
             return
-        runner = {"init": _init, "run": _run, "eval": _eval}[stage]
-        runner(attempt, handler, ctx)
+        _run_stage(attempt, handler, ctx)
     finally:
         monitor.leave(job_id)
+
+
+@dataclass
+class StageInputs:
+    """What a stage starts from: what init made (filled in by init itself, so that a failure midway
+    still tears down what exists) and, for eval, the run's output."""
+
+    state: dict[str, Any] = field(default_factory=dict)
+    run: RunOutput | None = None
+
+    def captured(self) -> dict[str, Any]:
+        """What a job interrupted during eval still returns: the run's traces and artifacts."""
+        if self.run is None:
+            return {}
+        return {"trajectory": Trajectory(traces=self.run.traces), "artifacts": self.run.artifacts}
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A stage that ended well and hands the job to the next one, with what it records."""
+
+    fields: dict[str, str]
+    outputs: dict[str, Any]
+
+
+StageWork = Callable[["Attempt", AgentHandler, JobContext, StageInputs], "Handoff | JobResult"]
+
+
+@dataclass(frozen=True)
+class StageRule:
+    """One row of the stage table: the work, the handler's exception callback and its extra
+    argument, and whether the stage holds what init made (a failure tears it down)."""
+
+    work: StageWork
+    on_error: Callable[[AgentHandler], Callable[..., JobResult]]
+    error_args: Callable[[StageInputs], tuple[Any, ...]]
+    holds_sandbox: bool
+
+
+def _init_work(attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs: StageInputs) -> Handoff:
+    if handler.node_local:
+        wait_for_ready_slot(attempt, ctx)
+    inputs.state.update(handler.init(ctx))
+    ctx.check()
+    return Handoff({"node": ctx.node}, {"init_state": inputs.state})
+
+
+def _run_work(
+    attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs: StageInputs
+) -> Handoff | JobResult:
+    run = handler.run(ctx, inputs.state)
+    _teardown_fenced(attempt, handler, ctx, inputs.state)
+    if run.outcome == "completed":
+        return Handoff({"run_node": ctx.node}, {"run_output": run.model_dump(mode="json")})
+    kind = JobState.timeout if run.outcome == "timeout" else JobState.cancelled
+    message = "budget spent during run" if kind is JobState.timeout else "cancelled during run"
+    return terminal_result(
+        ctx, kind, StageError(stage="run", type=kind.value, message=message),
+        trajectory=Trajectory(traces=run.traces), artifacts=run.artifacts,
+    )  # fmt: skip
+
+
+def _eval_work(attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs: StageInputs) -> JobResult:
+    run = inputs.run or RunOutput()
+    result = handler.final_result(ctx, run, handler.eval(ctx, inputs.state, run))
+    return result.model_copy(update={"timings": ctx.timings()})
+
+
+STAGE_TABLE: dict[str, StageRule] = {
+    "init": StageRule(_init_work, lambda h: h.init_exception, lambda i: (), holds_sandbox=True),
+    "run": StageRule(_run_work, lambda h: h.run_exception, lambda i: (i.state,), holds_sandbox=True),
+    "eval": StageRule(_eval_work, lambda h: h.eval_exception, lambda i: (i.run,), holds_sandbox=False),
+}
+"""init -> run -> eval. Every stage ends in one of four ways, the same for all: handed off (the next
+stage enqueued with the outputs, atomically), finished (a terminal result), interrupted (cancelled,
+budget spent, lease lost, worker draining) or failed (the handler's exception callback decides the
+result)."""
+INTERRUPTIONS = (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining)
+
+
+def _inputs(record: JobRecord, stage: str) -> StageInputs:
+    if stage == "init":
+        return StageInputs()
+    run = RunOutput.model_validate(record.output("run_output") or {}) if stage == "eval" else None
+    return StageInputs(state=record.output("init_state") or {}, run=run)
+
+
+def _run_stage(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
+    rule = STAGE_TABLE[attempt.stage]
+    inputs = _inputs(attempt.record, attempt.stage)
+    try:
+        outcome = rule.work(attempt, handler, ctx, inputs)
+    except INTERRUPTIONS as exc:
+        _interrupted(attempt, handler, ctx, exc, inputs.state if rule.holds_sandbox else None, inputs)
+        return
+    except Exception as exc:
+        log.exception("%s of %s failed", attempt.stage, ctx.job_id)
+        if rule.holds_sandbox:
+            _teardown_fenced(attempt, handler, ctx, inputs.state)
+        attempt.finish(_callback(rule.on_error(handler), ctx, attempt.stage, exc, *rule.error_args(inputs)))
+        return
+    if isinstance(outcome, JobResult):
+        attempt.finish(outcome)
+    elif not attempt.end_stage(time.monotonic() - ctx.started, outcome.fields, **outcome.outputs):
+        log.warning("%s of %s finished after its lease was lost; discarding", attempt.stage, ctx.job_id)
 
 
 def _interrupted(
@@ -164,7 +251,7 @@ def _interrupted(
     ctx: JobContext,
     exc: Exception,
     state: dict[str, Any] | None,
-    **captured: Any,
+    inputs: StageInputs,
 ) -> None:
     """Cancellation, a spent budget, a lost lease or a draining worker, in any stage."""
     if isinstance(exc, LeaseLost):
@@ -177,67 +264,8 @@ def _interrupted(
         resume_stages(attempt, restart_from_init=state is not None and attempt.stage == "run")
         return
     kind = JobState.cancelled if isinstance(exc, JobCancelled) else JobState.timeout
-    attempt.finish(_ended(ctx, kind, attempt.stage, str(exc), **captured))
-
-
-def _init(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
-    state: dict[str, Any] = {}
-    try:
-        if handler.node_local:
-            wait_for_ready_slot(attempt, ctx)
-        state = handler.init(ctx)
-        ctx.check()
-    except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
-        _interrupted(attempt, handler, ctx, exc, state)
-        return
-    except Exception as exc:
-        log.exception("init of %s failed", ctx.job_id)
-        _teardown_fenced(attempt, handler, ctx, state)
-        attempt.finish(_callback(handler.init_exception, ctx, "init", exc))
-        return
-    if not attempt.end_stage(time.monotonic() - ctx.started, {"node": ctx.node}, init_state=state):
-        log.warning("init of %s finished after its lease was lost; discarding", ctx.job_id)
-
-
-def _run(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
-    state = attempt.record.output("init_state") or {}
-    try:
-        run = handler.run(ctx, state)
-    except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
-        _interrupted(attempt, handler, ctx, exc, state)
-        return
-    except Exception as exc:
-        log.exception("run of %s failed", ctx.job_id)
-        _teardown_fenced(attempt, handler, ctx, state)
-        attempt.finish(_callback(handler.run_exception, ctx, "run", exc, state))
-        return
-    _teardown_fenced(attempt, handler, ctx, state)
-    if run.outcome != "completed":
-        kind = JobState.timeout if run.outcome == "timeout" else JobState.cancelled
-        message = "budget spent during run" if kind is JobState.timeout else "cancelled during run"
-        captured = {"trajectory": Trajectory(traces=run.traces), "artifacts": run.artifacts}
-        attempt.finish(_ended(ctx, kind, "run", message, **captured))
-        return
-    elapsed = time.monotonic() - ctx.started
-    if not attempt.end_stage(elapsed, {"run_node": ctx.node}, run_output=run.model_dump(mode="json")):
-        log.warning("run of %s finished after its lease was lost; discarding", ctx.job_id)
-
-
-def _eval(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
-    state = attempt.record.output("init_state") or {}
-    run = RunOutput.model_validate(attempt.record.output("run_output") or {})
-    try:
-        evaluation = handler.eval(ctx, state, run)
-        result = handler.final_result(ctx, run, evaluation)
-    except (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining) as exc:
-        captured = {"trajectory": Trajectory(traces=run.traces), "artifacts": run.artifacts}
-        _interrupted(attempt, handler, ctx, exc, None, **captured)
-        return
-    except Exception as exc:
-        log.exception("eval of %s failed", ctx.job_id)
-        attempt.finish(_callback(handler.eval_exception, ctx, "eval", exc, run))
-        return
-    attempt.finish(result.model_copy(update={"timings": ctx.timings()}))
+    error = StageError(stage=attempt.stage, type=kind.value, message=str(exc))
+    attempt.finish(terminal_result(ctx, kind, error, **inputs.captured()))
 
 
 def _callback(hook: Any, ctx: JobContext, stage: str, exc: BaseException, *args: Any) -> JobResult:
@@ -249,14 +277,7 @@ def _callback(hook: Any, ctx: JobContext, stage: str, exc: BaseException, *args:
         raise TypeError(f"{hook.__name__} must return a terminal JobResult")
     except Exception:
         log.exception("exception callback of %s failed", ctx.job_id)
-        return JobResult(
-            job_id=ctx.job_id,
-            state=JobState.failed,
-            handler=ctx.spec.handler,
-            timings=ctx.timings(),
-            error=StageError(stage=stage, type=type(exc).__name__, message=str(exc)[:2000]),
-            metadata=ctx.metadata,
-        )
+        return terminal_result(ctx, JobState.failed, StageError.of(stage, exc))
 
 
 def _release_init_state(record: JobRecord) -> None:

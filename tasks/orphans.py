@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -24,19 +25,38 @@ from farm import keys
 from farm.identity import FARM_LABEL, current_farm_id
 from farm.jobs.store import JobStore
 from farm.settings import get_settings
+from farm.text import as_text_or_none as _text
 
 log = logging.getLogger(__name__)
 SWEEP_EVERY_S = 10.0
 TERMINAL = {"done", "failed", "cancelled", "timeout"}
 
 
-def _handles(root: Path) -> list[SandboxHandle]:
-    found = []
+def _scan(root: Path) -> tuple[list[SandboxHandle], list[Path]]:
+    """The sandboxes under `root`, and the directories with no readable handle: a starter killed
+    between making the directory and recording the handle (before any process of it started)."""
+    found: list[SandboxHandle] = []
+    unrecorded: list[Path] = []
     with contextlib.suppress(FileNotFoundError):
         for directory in root.iterdir():
-            with contextlib.suppress(OSError, ValueError):
+            if directory.name.startswith(".") or not directory.is_dir():
+                continue
+            try:
                 found.append(SandboxHandle.model_validate_json((directory / HANDLE_FILE).read_text()))
-    return found
+            except (OSError, ValueError):
+                unrecorded.append(directory)
+    return found, unrecorded
+
+
+def _remove_unrecorded(directories: list[Path], older_than: float) -> int:
+    removed = 0
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            if directory.stat().st_mtime < older_than:
+                log.warning("removing sandbox directory %s whose starter died before recording it", directory)
+                shutil.rmtree(directory, ignore_errors=True)
+                removed += 1
+    return removed
 
 
 def is_orphan(handle: SandboxHandle, fields: dict[str, str | None], now: float) -> bool:
@@ -63,21 +83,23 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
     """Stops this node's orphaned sandboxes older than `grace_s` (FARM_ORPHAN_GRACE_S); returns how many."""
     grace_s = get_settings().orphan_grace_s if grace_s is None else grace_s
     now, ours = time.time(), current_farm_id()
+    handles, unrecorded = _scan(root or default_root())
+    removed = _remove_unrecorded(unrecorded, now - grace_s)
     candidates = [
         h
-        for h in _handles(root or default_root())
+        for h in handles
         # Another farm's sandbox is unknown to this Redis: stopping it would break that farm's job.
         # An unlabelled one predates farm labels and is taken as this farm's.
         if h.labels.get("job_id") and h.labels.get(FARM_LABEL, ours) == ours and now - h.created_at > grace_s
     ]
     if not candidates:
-        return 0
+        return removed
     pipe = store.r.pipeline(transaction=False)
     for handle in candidates:
         pipe.hmget(keys.job(handle.labels["job_id"]), "state", "lease_expires", "init_state")
     rows = pipe.execute()
     runtime = LocalRuntime(root) if root is not None else get_runtime("local")
-    stopped = 0
+    stopped = removed
     for handle, row in zip(candidates, rows, strict=True):
         fields = dict(zip(("state", "lease_expires", "init_state"), (_text(v) for v in row), strict=True))
         if not is_orphan(handle, fields, time.time()):
@@ -89,7 +111,3 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
         except Exception:
             log.exception("could not stop orphaned sandbox %s", handle.id)
     return stopped
-
-
-def _text(value: bytes | str | None) -> str | None:
-    return value.decode() if isinstance(value, bytes) else value

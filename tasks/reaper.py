@@ -5,8 +5,8 @@ SET NX for LEAD_S) and reaps every REAP_EVERY_S; the others only try to take the
 so an idle farm costs a few commands a second whatever its size. Leading is an economy, not a safety
 rule: the REAP script hands each expired lease to exactly one reaper, so two workers that both believe
 they lead never double-send. A killed stage is resumed within about LEASE_TTL_S + LEAD_S, whatever its
-length; Celery's own redelivery of the dead worker's message (after the visibility timeout) is then
-refused by the stage's done/lease checks.
+length. The broker keeps no copy of a delivered message (no ack emulation, farm/celery_app.py): a
+message a worker took and died with before its stage began is found by the stall sweep.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import redis
 from celery.signals import worker_ready, worker_shutting_down
@@ -25,6 +25,7 @@ from celery.signals import worker_ready, worker_shutting_down
 from farm import keys
 from farm.models.results import STAGES
 from farm.settings import get_settings
+from farm.text import as_text as _text
 from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
 from tasks.orphans import sweep_due, sweep_orphan_sandboxes
@@ -41,9 +42,6 @@ LEAD_S = 3.0
 SWEEP_ATTEMPT_EVERY_S = 5.0
 """Each worker tries for its host's orphan-sandbox sweep lock this often (the sweep runs every
 SWEEP_EVERY_S per host)."""
-# kombu's Redis transport keeps delivered, not yet acknowledged messages here (its defaults).
-UNACKED = "unacked"
-UNACKED_INDEX = "unacked_index"
 _stop = threading.Event()
 
 
@@ -56,14 +54,6 @@ def reap_once() -> int:
         except Exception:
             log.exception("could not re-send %s of %s", lost.stage, lost.job_id)
     return len(reaped)
-
-
-def _stage_message(raw: str) -> tuple[str, str] | None:
-    """(job id, stage) of a kombu unacked entry ([message, exchange, routing key]) of a farm stage."""
-    try:
-        return _queued_stage(json.loads(raw)[0])
-    except (ValueError, IndexError, TypeError):
-        return None
 
 
 def _queued_stage(message: dict[str, Any]) -> tuple[str, str] | None:
@@ -93,55 +83,25 @@ def resend_if_stuck(store: JobStore, job_id: str, stage: str | None = None) -> b
     return True
 
 
-def sweep_unacked(older_than_s: float | None = None) -> int:
-    """Messages a worker took but never started (its connection or process died first) wait in
-    kombu's `unacked` hash for the visibility timeout (hours). A stage begins within milliseconds of
-    delivery, so one still unstarted after `older_than_s` is lost: send it again now. Entries of
-    stages that did run (or whose job ended) are dropped so they are not redelivered later."""
-    store = job_store()
-    r = store.r
-    grace = get_settings().unacked_grace_s if older_than_s is None else older_than_s
-    stale = cast(
-        list[bytes | str], r.zrangebyscore(UNACKED_INDEX, "-inf", time.time() - grace, start=0, num=100)
-    )
-    resent = 0
-    for tag in stale:
-        raw = r.hget(UNACKED, tag)
-        found = _stage_message(_text(raw)) if raw else None
-        if raw and found is None:
-            continue  # not ours (another app on the same Redis): leave it to kombu
-        if r.hdel(UNACKED, tag) + r.zrem(UNACKED_INDEX, tag) == 0 or found is None:
-            continue  # another sweeper took it, or it was already gone
-        job_id, stage = found
-        resent += resend_if_stuck(store, job_id, stage)
-    return resent
-
-
 def _jobs_with_messages(r: Any) -> set[str]:
-    """Job ids with a stage message waiting in a queue some live worker consumes, or delivered and
-    not yet acknowledged."""
+    """Job ids with a stage message waiting in a queue some live worker consumes."""
     queues = ["init", "run", "eval", *sorted(live_run_queues())]
     pipe = r.pipeline(transaction=False)
     for queue in queues:
         for key in stage_messages().queue_keys(queue):
             pipe.lrange(key, 0, -1)
-    pipe.hvals(UNACKED)
-    *queued, unacked = pipe.execute()
     found = set()
-    for raw in (m for batch in queued for m in batch):
+    for raw in (m for batch in pipe.execute() for m in batch):
         with contextlib.suppress(ValueError, TypeError):
             if stage := _queued_stage(json.loads(raw)):
                 found.add(stage[0])
-    for raw in unacked:
-        if stage := _stage_message(_text(raw)):
-            found.add(stage[0])
     return found
 
 
 def sweep_stalled(grace_s: float | None = None) -> int:
     """Jobs waiting past the grace period with no running stage whose stage message is nowhere: a
-    worker died in the instant between taking it off the queue and kombu recording the delivery, or a
-    reaper or draining worker died between giving a lost stage's lease back and sending it again
+    worker died holding the message before its stage began (taken off the queue, not yet started), or
+    a reaper or draining worker died between giving a lost stage's lease back and sending it again
     (recording a job and ending a stage enqueue the next message atomically). Send it again.
     At most one worker sweeps per half grace period (the scan reads every queue)."""
     store = job_store()
@@ -163,10 +123,6 @@ def sweep_stalled(grace_s: float | None = None) -> int:
         return 0
     present = _jobs_with_messages(r)
     return sum(resend_if_stuck(store, j) for j in suspects if j not in present)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class _Lead:
@@ -198,7 +154,6 @@ def _round(lead: _Lead, next_orphan_try: float) -> float:
     store = job_store()
     if lead.holds(store.r):
         reap_once()
-        sweep_unacked()
         if time.monotonic() >= lead.next_stall_sweep:
             lead.next_stall_sweep = time.monotonic() + max(REAP_EVERY_S, get_settings().stall_grace_s / 4)
             sweep_stalled()

@@ -9,11 +9,12 @@ import json
 import os
 import sys
 import threading
+from typing import Any
 
-from containers.server.app import ExecService, Handler, UnixServer, serve
+from containers.server.app import ExecService, Handler, UnixServer, _Server, serve
 from containers.server.limits import apply_rlimits, restore_default_signals
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "socket": None,  # Unix socket path to listen on (required)
     "ready_fd": None,  # write "ready -" here once listening
     "workdir": "/workspace",
@@ -25,7 +26,7 @@ DEFAULTS = {
 }
 
 
-def parse_config(argv: list[str]) -> dict[str, object]:
+def parse_config(argv: list[str]) -> dict[str, Any]:
     if len(argv) != 1:
         raise SystemExit("usage: python -m containers.server '<json config>'")
     config = {**DEFAULTS, **json.loads(argv[0])}
@@ -37,7 +38,7 @@ def parse_config(argv: list[str]) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> None:
     config = parse_config(sys.argv[1:] if argv is None else argv)
-    apply_rlimits(config["limits"])  # type: ignore[arg-type]
+    apply_rlimits(config["limits"])
     restore_default_signals()
     workdir = str(config["workdir"])
     os.makedirs(workdir, exist_ok=True)
@@ -56,21 +57,21 @@ def main(argv: list[str] | None = None) -> None:
         os.unlink(socket_path)
     old_umask = os.umask(0o077)
     try:
-        servers = [UnixServer(socket_path, Handler)]
+        servers: list[_Server] = [UnixServer(socket_path, Handler)]
     finally:
         os.umask(old_umask)
     if config["relay"]:
         from containers.server.relay import start_relay
 
-        port, relay_socket = config["relay"]  # type: ignore[misc]
+        port, relay_socket = config["relay"]
         start_relay(int(port), str(relay_socket))
     if config["ttl"]:
-        timer = threading.Timer(float(config["ttl"]), shutdown)  # type: ignore[arg-type]
+        timer = threading.Timer(float(config["ttl"]), shutdown)
         timer.daemon = True
         timer.start()
-    service.tools.warm(list(config["warm"]))  # type: ignore[call-overload]
+    service.tools.warm(list(config["warm"]))
     if config["ready_fd"] is not None:
-        ready_fd = int(config["ready_fd"])  # type: ignore[call-overload]
+        ready_fd = int(config["ready_fd"])
         os.write(ready_fd, b"ready -\n")
         os.close(ready_fd)
     serve(service, servers)

@@ -72,7 +72,10 @@ class IPythonKernel:
                 manager = KernelManager(
                     kernel_name="python3", transport="ipc", ip=os.path.join(self.runtime_dir, "kernel")
                 )
-                manager.kernel_spec.argv[0] = self.python
+                spec = manager.kernel_spec
+                if spec is None:
+                    raise RuntimeError("no python3 kernel spec is installed")
+                spec.argv[0] = self.python
                 manager.start_kernel(cwd=self.cwd, env=self.env, extra_arguments=_KERNEL_ARGS)
                 client = manager.blocking_client()
                 client.start_channels()
@@ -149,7 +152,7 @@ class IPythonKernel:
     def _render_data(data: dict[str, Any]) -> str:
         if "image/png" in data:
             return f"[image/png, {len(data['image/png'])} base64 chars]\n"
-        text = data.get("text/plain", "")
+        text = str(data.get("text/plain", ""))
         return text if text.endswith("\n") else text + "\n"
 
     def _restart(self, capture: OutputCapture, timeout: float) -> IPythonOutput:

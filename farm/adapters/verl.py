@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.adapters.samples import Source, flatten
+from farm.adapters.samples import Source, TrainSample, flatten
 
 
 def to_verl(
@@ -41,28 +41,12 @@ def to_verl(
         for s in samples
     ]
     p_len = max_prompt_length or max((len(p) for p in prompts), default=0)
-    r_len = max_response_length or max((len(r) for r in responses), default=0)
-    batch = len(samples)
-
-    prompt_ids = np.full((batch, p_len), pad_token_id, dtype=np.int64)
-    prompt_attention = np.zeros((batch, p_len), dtype=np.int64)
-    response_ids = np.full((batch, r_len), pad_token_id, dtype=np.int64)
-    response_attention = np.zeros((batch, r_len), dtype=np.int64)
-    response_mask = np.zeros((batch, r_len), dtype=np.int64)
-    logprobs = np.zeros((batch, r_len), dtype=np.float32)
-    scores = np.zeros((batch, r_len), dtype=np.float32)
-    for row, (sample, prompt, response) in enumerate(zip(samples, prompts, responses, strict=True)):
-        if prompt:
-            prompt_ids[row, p_len - len(prompt) :] = prompt
-            prompt_attention[row, p_len - len(prompt) :] = 1
-        n = len(response)
-        response_ids[row, :n] = response
-        response_attention[row, :n] = 1
-        response_mask[row, :n] = sample.trace.loss_mask[:n]
-        logprobs[row, :n] = sample.trace.response_logprobs[:n]
-        if n:
-            scores[row, n - 1] = sample.reward
-
+    # At least one response column: a sample whose response is empty still carries its reward (veRL's
+    # reward managers write it at valid_response_length - 1, which for 0 is the last column).
+    r_len = max_response_length or max((len(r) for r in responses), default=0) or 1
+    prompt_ids, prompt_attention = _left_padded(prompts, p_len, pad_token_id)
+    rows = _response_rows(samples, responses, r_len, pad_token_id)
+    response_ids, response_attention, response_mask, logprobs, scores = rows
     attention = np.concatenate([prompt_attention, response_attention], axis=1)
     return {
         "prompts": prompt_ids,
@@ -77,6 +61,37 @@ def to_verl(
         "uid": np.array([s.group_id for s in samples], dtype=object),
         "traj_idx": np.array([s.trajectory_index for s in samples], dtype=object),
     }
+
+
+def _left_padded(prompts: list[list[int]], width: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.full((len(prompts), width), pad, dtype=np.int64)
+    attention = np.zeros((len(prompts), width), dtype=np.int64)
+    for row, prompt in enumerate(prompts):
+        if prompt:
+            ids[row, width - len(prompt) :] = prompt
+            attention[row, width - len(prompt) :] = 1
+    return ids, attention
+
+
+def _response_rows(
+    samples: list[TrainSample], responses: list[list[int]], width: int, pad: int
+) -> tuple[np.ndarray, ...]:
+    """Right-padded ids, attention, loss mask, rollout logprobs and token-level scores (the reward on the
+    last response token)."""
+    batch = len(samples)
+    ids = np.full((batch, width), pad, dtype=np.int64)
+    attention = np.zeros((batch, width), dtype=np.int64)
+    mask = np.zeros((batch, width), dtype=np.int64)
+    logprobs = np.zeros((batch, width), dtype=np.float32)
+    scores = np.zeros((batch, width), dtype=np.float32)
+    for row, (sample, response) in enumerate(zip(samples, responses, strict=True)):
+        n = len(response)
+        ids[row, :n] = response
+        attention[row, :n] = 1
+        mask[row, :n] = sample.trace.loss_mask[:n]
+        logprobs[row, :n] = sample.trace.response_logprobs[:n]
+        scores[row, n - 1] = sample.reward  # n == 0: the last column, as veRL's own index -1
+    return ids, attention, mask, logprobs, scores
 
 
 def _fit(ids: list[int], limit: int | None, truncate: bool, what: str, *, keep_tail: bool) -> list[int]:

@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 
 from farm.agent.conversation import TokenConversation
 from farm.agent.tools import FunctionTool, ToolError
-from farm.chat.tool_calls import parse_assistant
+from farm.chat.families import CALL_HINTS
+from farm.chat.tool_calls import ParsedAssistant, ToolCall
 from farm.errors import JobCancelled, JobDeadlineExceeded
 from farm.handler.context import JobContext
 from farm.inference import ContextOverflow
@@ -78,6 +79,18 @@ def _truncate(text: str, limit: int) -> str:
     return text[:limit] + f"\n[output truncated: {len(text) - limit} more characters not shown]"
 
 
+@dataclass
+class _Turn:
+    """One episode's fixed inputs and what it has seen, shared by its turns."""
+
+    ctx: JobContext
+    config: AgentConfig
+    tools: dict[str, FunctionTool]
+    sampling: dict[str, Any]
+    per_call_max: int
+    seen_calls: set[str] = field(default_factory=set)
+
+
 def run_agent(
     ctx: JobContext,
     messages: list[dict[str, Any]],
@@ -86,89 +99,94 @@ def run_agent(
 ) -> Episode:
     conv = TokenConversation(ctx.tokenizer, messages, [t.schema for t in tools])
     episode = Episode(conversation=conv)
-    by_name = {t.name: t for t in tools}
     sampling = ctx.spec.sampling_params.model_dump(exclude_none=True)
     per_call_max = int(sampling.pop("max_tokens", 1024))
-    seen_calls: set[str] = set()
+    turn = _Turn(ctx, config, {t.name: t for t in tools}, sampling, per_call_max)
     try:
-        while True:
-            ctx.check()
-            room = config.max_context_tokens - len(conv)
-            if room <= 0:
-                episode.finish_reason = "context_window"
-                return episode
-            params = {
-                **sampling,
-                "max_tokens": min(per_call_max, room),
-                "seed": call_seed(ctx.job_id, ctx.spec.sampling_params.seed, episode.turns),
-            }
-            try:
-                generation = ctx.policy.generate(conv.context_ids, params)
-            except ContextOverflow:
-                episode.finish_reason = "context_window"
-                return episode
-            episode.turns += 1
-            parsed = parse_assistant(ctx.tokenizer.decode(generation.token_ids))
-            message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
-            if parsed.tool_calls:
-                message["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-                    }
-                    for call in parsed.tool_calls
-                ]
-            conv.add_sampled(generation, message)
-
-            if not parsed.tool_calls and not parsed.errors:
-                episode.final_text = parsed.content
-                episode.finish_reason = "answer" if generation.finish_reason != "length" else "length"
-                return episode
-
-            replies: list[dict[str, Any]] = []
-            for call in parsed.tool_calls:
-                if config.finish_tool and call.name == config.finish_tool:
-                    episode.final_text = json.dumps(call.arguments)
-                    episode.finish_reason = "finish_tool"
-                    return episode
-                episode.tool_calls += 1
-                observation = _run_tool(by_name, call.name, call.arguments, episode)
-                key = json.dumps([call.name, call.arguments], sort_keys=True)
-                if config.repeated_action_hint and key in seen_calls:
-                    observation += "\n[note: you already made this exact call; try something different]"
-                seen_calls.add(key)
-                replies.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "name": call.name,
-                        "content": _truncate(observation, config.max_observation_chars),
-                    }
-                )
-            for error in parsed.errors:
-                episode.recoverable_errors.append(f"parse: {error}")
-                replies.append(
-                    {
-                        "role": "user",
-                        "content": f"Your tool call could not be parsed ({error}). Emit "
-                        '<tool_call>{"name": ..., "arguments": {...}}</tool_call> with valid JSON.',
-                    }
-                )
-            left = config.max_turns - episode.turns
-            if left <= 0:
-                episode.finish_reason = "max_turns"
-                return episode
-            if config.remaining_steps_hint and left <= config.remaining_steps_hint:
-                replies.append(
-                    {"role": "user", "content": f"[{left} turn(s) left; give your final answer soon]"}
-                )
-            conv.add_messages(replies)
+        while _take_turn(turn, episode):
+            pass
     except JobCancelled:
         episode.finish_reason, episode.outcome = "cancelled", "cancelled"
     except JobDeadlineExceeded:
         episode.finish_reason, episode.outcome = "deadline", "timeout"
     return episode
+
+
+def _take_turn(turn: _Turn, episode: Episode) -> bool:
+    """Sample once and answer the tool calls; False when the episode has ended (its finish reason set)."""
+    ctx, config, conv = turn.ctx, turn.config, episode.conversation
+    ctx.check()
+    room = config.max_context_tokens - len(conv)
+    if room <= 0:
+        episode.finish_reason = "context_window"
+        return False
+    params = {
+        **turn.sampling,
+        "max_tokens": min(turn.per_call_max, room),
+        "seed": call_seed(ctx.job_id, ctx.spec.sampling_params.seed, episode.turns),
+    }
+    try:
+        generation = ctx.policy.generate(conv.context_ids, params)
+    except ContextOverflow:
+        episode.finish_reason = "context_window"
+        return False
+    episode.turns += 1
+    parsed = ctx.tokenizer.parse_assistant(ctx.tokenizer.decode(generation.token_ids))
+    conv.add_sampled(generation, _assistant_message(parsed))
+    if not parsed.tool_calls and not parsed.errors:
+        episode.final_text = parsed.content
+        episode.finish_reason = "answer" if generation.finish_reason != "length" else "length"
+        return False
+    finish = next((c for c in parsed.tool_calls if config.finish_tool and c.name == config.finish_tool), None)
+    replies = _tool_replies(turn, episode, parsed.tool_calls[: parsed.tool_calls.index(finish)] if finish
+                            else parsed.tool_calls)  # fmt: skip
+    if finish is not None:
+        episode.final_text = json.dumps(finish.arguments)
+        episode.finish_reason = "finish_tool"
+        return False
+    for error in parsed.errors:
+        episode.recoverable_errors.append(f"parse: {error}")
+        hint = f"{CALL_HINTS[ctx.tokenizer.family]} with valid JSON."
+        replies.append(
+            {"role": "user", "content": f"Your tool call could not be parsed ({error}). Emit {hint}"}
+        )
+    left = config.max_turns - episode.turns
+    if left <= 0:
+        episode.finish_reason = "max_turns"
+        return False
+    if config.remaining_steps_hint and left <= config.remaining_steps_hint:
+        replies.append({"role": "user", "content": f"[{left} turn(s) left; give your final answer soon]"})
+    conv.add_messages(replies)
+    return True
+
+
+def _assistant_message(parsed: ParsedAssistant) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+    if parsed.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for c in parsed.tool_calls
+        ]
+    return message
+
+
+def _tool_replies(turn: _Turn, episode: Episode, calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """Runs each call (the ones before a finish-tool call) and returns the tool messages."""
+    replies: list[dict[str, Any]] = []
+    for call in calls:
+        episode.tool_calls += 1
+        observation = _run_tool(turn.tools, call.name, call.arguments, episode)
+        key = json.dumps([call.name, call.arguments], sort_keys=True)
+        if turn.config.repeated_action_hint and key in turn.seen_calls:
+            observation += "\n[note: you already made this exact call; try something different]"
+        turn.seen_calls.add(key)
+        content = _truncate(observation, turn.config.max_observation_chars)
+        replies.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
+    return replies
 
 
 def _run_tool(

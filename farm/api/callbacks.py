@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.jobs.store import AsyncJobStore
+from farm.text import as_text
 
 log = logging.getLogger(__name__)
 IDLE_POLL_S = 5.0
@@ -69,7 +70,7 @@ class CallbackSender:
         """Sends what is due now; returns how many, and when the next one is due (None: nothing is)."""
         now = time.time()
         due, first = await self._claim(keys=[keys.CALLBACKS], args=[now, now + CLAIM_S, limit])
-        ids = [d.decode() if isinstance(d, bytes) else str(d) for d in due]
+        ids = [as_text(d) for d in due]
         await asyncio.gather(*(self._deliver(http, job_id) for job_id in ids))
         next_due = float(first) if first not in (b"", "", None) else None
         return len(ids), next_due

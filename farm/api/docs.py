@@ -21,7 +21,8 @@ def _schema_url(request: Request) -> str:
 
 @router.get("/openapi.json")
 async def openapi(request: Request) -> dict[str, Any]:
-    return request.app.openapi()
+    schema: dict[str, Any] = request.app.openapi()
+    return schema
 
 
 @router.get("/docs")

@@ -3,6 +3,10 @@ reports the same numbers whichever worker did the work."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
 from fastapi import APIRouter, Depends, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -11,91 +15,95 @@ from prometheus_client.registry import Collector
 from farm import keys
 from farm.api.queues import queue_depths, ready_by_node
 from farm.api.state import FarmState, farm_state
+from farm.models.backends import BackendInfo
 from farm.models.results import STAGES, TERMINAL_STATES
+from farm.text import as_text as _s
 from farm.web.responses import errors
 from farm.web.security import require_token
 from farm.workers import live_workers_async
 
+GATEWAY_CALLS = "gateway_calls:"
+Family = CounterMetricFamily | GaugeMetricFamily
+Samples = Iterable[tuple[str, float]]
 router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401))
 
 
 class _Snapshot(Collector):
-    def __init__(self, families: list) -> None:
+    def __init__(self, families: list[Family]) -> None:
         self.families = families
 
-    def collect(self):
+    def collect(self) -> Iterator[Family]:
         yield from self.families
+
+
+def _family(kind: type[Family], name: str, doc: str, label: str, samples: Samples) -> Family:
+    family = kind(name, doc, labels=[label])
+    for value, sample in samples:
+        family.add_metric([value], float(sample))
+    return family
+
+
+def _job_families(stats: dict[str, float], by_state: dict[str, int]) -> list[Family]:
+    terminal = sorted(s.value for s in TERMINAL_STATES)
+    return [
+        _family(CounterMetricFamily, "farm_jobs_finished", "Jobs that reached a terminal state", "state",
+                ((s, stats.get(f"jobs_total:{s}", 0.0)) for s in terminal)),
+        _family(GaugeMetricFamily, "farm_jobs_active", "Jobs by non-terminal state", "state",
+                ((s, by_state.get(s, 0)) for s in ("queued", *STAGES))),
+        _family(CounterMetricFamily, "farm_stage_seconds", "Seconds spent inside stages", "stage",
+                ((s, stats.get(f"stage_seconds_sum:{s}", 0.0)) for s in STAGES)),
+        _family(CounterMetricFamily, "farm_stage_runs",
+                "Stage executions that ended (handed off to the next stage, or ended the job)", "stage",
+                ((s, stats.get(f"stage_count:{s}", 0.0)) for s in STAGES)),
+        _family(CounterMetricFamily, "farm_gateway_calls", "Model calls answered and recorded by the gateway",
+                "provider", ((k.removeprefix(GATEWAY_CALLS), v) for k, v in sorted(stats.items())
+                             if k.startswith(GATEWAY_CALLS))),
+    ]  # fmt: skip
+
+
+def _backend_families(backends: list[BackendInfo]) -> list[Family]:
+    return [
+        _family(GaugeMetricFamily, "farm_backend_assigned", "Jobs pinned per backend", "address",
+                ((b.address, b.assigned) for b in backends)),
+        _family(GaugeMetricFamily, "farm_backend_in_flight", "LLM calls in flight", "address",
+                ((b.address, b.in_flight) for b in backends)),
+        _family(GaugeMetricFamily, "farm_backend_healthy", "1 when the backend is in rotation", "address",
+                ((b.address, 1.0 if b.healthy else 0.0) for b in backends)),
+    ]  # fmt: skip
+
+
+def _node_families(workers: list[dict[str, Any]], ready: dict[str, int]) -> list[Family]:
+    per_node = Counter(w.get("node", "") for w in workers)
+    sandboxes: dict[str, int] = {}  # each worker of a node reports the node's count
+    for w in workers:
+        if "sandboxes" in w:
+            node = w.get("node", "")
+            sandboxes[node] = max(sandboxes.get(node, 0), int(w["sandboxes"]))
+    return [
+        _family(GaugeMetricFamily, "farm_ready_slots",
+                "READY buffer slots held per node (sandboxes preparing or awaiting run)", "node",
+                ready.items()),
+        _family(GaugeMetricFamily, "farm_workers_live", "Celery workers with a live heartbeat", "node",
+                sorted(per_node.items())),
+        _family(GaugeMetricFamily, "farm_sandboxes",
+                "Sandboxes alive per node (reported with the workers' heartbeats)", "node",
+                sorted(sandboxes.items())),
+    ]  # fmt: skip
 
 
 @router.get("/metrics", response_class=Response)
 async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
-    stats = {k.decode(): float(v) for k, v in (await farm.redis.hgetall(keys.STATS)).items()}
-    by_state = await farm.store.counts_by_state()
+    stats = {_s(k): float(v) for k, v in (await farm.redis.hgetall(keys.STATS)).items()}
     depths = await queue_depths(farm.redis, ["init", "run", "eval"])
-    backends = await farm.pool.list()
     workers = await live_workers_async(farm.redis)
     ready = await ready_by_node(farm.redis, {w["node"] for w in workers})
-
-    finished = CounterMetricFamily(
-        "farm_jobs_finished", "Jobs that reached a terminal state", labels=["state"]
-    )
-    for state in sorted(s.value for s in TERMINAL_STATES):
-        finished.add_metric([state], stats.get(f"jobs_total:{state}", 0.0))
-    active = GaugeMetricFamily("farm_jobs_active", "Jobs by non-terminal state", labels=["state"])
-    for state in ("queued", *STAGES):
-        active.add_metric([state], float(by_state.get(state, 0)))
-    stage_sum = CounterMetricFamily("farm_stage_seconds", "Seconds spent inside stages", labels=["stage"])
-    stage_count = CounterMetricFamily(
-        "farm_stage_runs",
-        "Stage executions that ended (handed off to the next stage, or ended the job)",
-        labels=["stage"],
-    )
-    for stage in STAGES:
-        stage_sum.add_metric([stage], stats.get(f"stage_seconds_sum:{stage}", 0.0))
-        stage_count.add_metric([stage], stats.get(f"stage_count:{stage}", 0.0))
-    queue = GaugeMetricFamily("farm_queue_depth", "Messages waiting per stage queue", labels=["queue"])
-    for name, depth in depths.items():
-        queue.add_metric([name], float(depth))
-    assigned = GaugeMetricFamily("farm_backend_assigned", "Jobs pinned per backend", labels=["address"])
-    inflight = GaugeMetricFamily("farm_backend_in_flight", "LLM calls in flight", labels=["address"])
-    healthy = GaugeMetricFamily(
-        "farm_backend_healthy", "1 when the backend is in rotation", labels=["address"]
-    )
-    for b in backends:
-        assigned.add_metric([b.address], float(b.assigned))
-        inflight.add_metric([b.address], float(b.in_flight))
-        healthy.add_metric([b.address], 1.0 if b.healthy else 0.0)
-
-    ready_gauge = GaugeMetricFamily(
-        "farm_ready_slots",
-        "READY buffer slots held per node (sandboxes preparing or awaiting run)",
-        labels=["node"],
-    )
-    for node, held in ready.items():
-        ready_gauge.add_metric([node], float(held))
-    live = GaugeMetricFamily("farm_workers_live", "Celery workers with a live heartbeat", labels=["node"])
-    for node in sorted({w.get("node", "") for w in workers}):
-        live.add_metric([node], float(sum(1 for w in workers if w.get("node", "") == node)))
-
-    sandboxes = GaugeMetricFamily(
-        "farm_sandboxes", "Sandboxes alive per node (reported with the workers' heartbeats)", labels=["node"]
-    )
-    by_node: dict[str, int] = {}
-    for w in workers:
-        if "sandboxes" in w:
-            node = w.get("node", "")
-            by_node[node] = max(by_node.get(node, 0), int(w["sandboxes"]))
-    for node, count in sorted(by_node.items()):
-        sandboxes.add_metric([node], float(count))
-    gateway = CounterMetricFamily(
-        "farm_gateway_calls", "Model calls answered and recorded by the gateway", labels=["provider"]
-    )
-    prefix = "gateway_calls:"
-    for name in sorted(k for k in stats if k.startswith(prefix)):
-        gateway.add_metric([name.removeprefix(prefix)], stats[name])
-
+    families = [
+        *_job_families(stats, await farm.store.counts_by_state()),
+        _family(GaugeMetricFamily, "farm_queue_depth", "Messages waiting per stage queue", "queue",
+                depths.items()),
+        *_backend_families(await farm.pool.list()),
+        *_node_families(workers, ready),
+    ]  # fmt: skip
     registry = CollectorRegistry()
-    families = [finished, active, stage_sum, stage_count, queue, assigned, inflight, healthy]
-    families += [ready_gauge, live, gateway, sandboxes]
     registry.register(_Snapshot(families))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -120,7 +120,13 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
     ids = [session_id(body.task_id, i) for i in range(body.num_samples)]
     now = time.time()
     claim = farm.redis.register_script(_CLAIM_TASK)
-    args = [body.model_dump_json(), json.dumps(ids), str(now), farm.settings.result_ttl_s, body.task_id]
+    args: list[str | int] = [
+        body.model_dump_json(),
+        json.dumps(ids),
+        str(now),
+        farm.settings.result_ttl_s,
+        body.task_id,
+    ]
     if not await claim(keys=[key, keys.TASKS], args=args):
         request, submitted = await farm.redis.hmget(key, "request", "submitted")
         if request is None:  # expired between the two calls: too late to complete; ask again

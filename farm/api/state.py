@@ -64,4 +64,5 @@ class FarmState:
 
 async def farm_state(request: Request) -> FarmState:
     """(async: FastAPI would run a plain function in its thread pool on every request.)"""
-    return request.app.state.farm
+    state: FarmState = request.app.state.farm
+    return state

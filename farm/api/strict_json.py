@@ -85,7 +85,7 @@ def _is_json(scope: Scope) -> bool:
     if content_type is None:
         return True
     media = content_type.split(b";", 1)[0].strip().lower()
-    return media == b"application/json" or media.endswith(b"+json")
+    return bool(media == b"application/json" or media.endswith(b"+json"))
 
 
 class StrictJSONBody:

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.jobs.store import AsyncJobStore, JobPeek
+from farm.text import as_text
 
 log = logging.getLogger(__name__)
 RECHECK_S = 1.0
@@ -43,7 +44,7 @@ class JobWaiter:
                 await pubsub.subscribe(keys.DONE_CHANNEL)
                 async for message in pubsub.listen():
                     data = message.get("data")
-                    job_id = data.decode() if isinstance(data, bytes) else str(data)
+                    job_id = as_text(data)
                     self.any_done.set()
                     for event in self._events.get(job_id, []):
                         event.set()
@@ -54,7 +55,7 @@ class JobWaiter:
                 await asyncio.sleep(0.5)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def wait(self, job_id: str, timeout_s: float, just_created: bool = False) -> JobPeek | None:
         """The job's state and stored result once terminal, or its state when the timeout passes

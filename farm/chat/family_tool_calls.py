@@ -75,7 +75,9 @@ def parse_mistral(text: str) -> tuple[str, list[ToolCall], list[str]]:
             continue
         args = _arguments(item.get("arguments", {}), number, errors)
         if args is not None:
-            calls.append(ToolCall(name=item["name"], arguments=args))
+            # v3 answers carry the call's id (mistral-common renders it back in [TOOL_RESULTS])
+            given = {"id": item["id"]} if isinstance(item.get("id"), str) and item["id"] else {}
+            calls.append(ToolCall(name=item["name"], arguments=args, **given))
     return head, calls, errors
 
 

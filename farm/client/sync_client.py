@@ -76,7 +76,7 @@ class FarmClient:
             metadata=metadata,
             priority=priority,
         )
-        answer = self._do(call)
+        answer: JobResult | JobAccepted = self._do(call)
         if isinstance(answer, JobAccepted):
             return self.wait(answer.job_id)
         return answer
@@ -101,7 +101,8 @@ class FarmClient:
             metadata=metadata,
             priority=priority,
         )
-        return self._do(call).job_id
+        accepted: JobAccepted = self._do(call)
+        return accepted.job_id
 
     def get_job(self, job_id: str) -> JobResult:
         return self._do(calls.get_job(job_id))

@@ -17,7 +17,14 @@ from farm.gateway.http1 import Http1Client, UpstreamConnectError, UpstreamProtoc
 from farm.gateway.normalized import ChatRequest
 from farm.gateway.sessions import SessionInfo
 from farm.gateway.streaming import UpstreamStream
-from farm.gateway.upstream import UpstreamReply, client_error, error_message, parse_chat_reply
+from farm.gateway.upstream import (
+    UpstreamReply,
+    capture_keys,
+    chat_url,
+    client_error,
+    error_message,
+    parse_chat_reply,
+)
 from farm.models import BackendInfo
 
 # Transport failures after which another backend is tried (the request never produced a completion).
@@ -134,12 +141,14 @@ class Forwarder:
             if stream:
                 body["stream"] = True
                 body["stream_options"] = {"include_usage": True}
+            extra, dropped = capture_keys(backend.kind, stream)
+            body = {**{k: v for k, v in body.items() if k not in dropped}, **extra}
             # In-flight bookkeeping overlaps the call instead of adding Redis round trips to it.
             call_started = asyncio.ensure_future(self.backends.call_started(address))
             started = time.perf_counter()
             in_flight = True
             try:
-                response = await self._post(f"{address}/chat/completions", body, stream)
+                response = await self._post(chat_url(address, backend.kind), body, stream)
                 if (stream or self._is_fast(address)) and response.status_code >= 400:
                     await response.aread()
                     await response.aclose()

@@ -41,6 +41,7 @@ class StreamAssembler:
     finish_reason: str | None = None
     stop_reason: Any = None
     usage: dict[str, Any] = field(default_factory=dict)
+    sglext: dict[str, Any] = field(default_factory=dict)
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         self.model = self.model or str(chunk.get("model") or "")
@@ -48,6 +49,8 @@ class StreamAssembler:
             self.prompt_ids = [int(t) for t in chunk["prompt_token_ids"]]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        if chunk.get("sglext"):
+            self.sglext = chunk["sglext"]  # SGLang streams its ids once, after the last token
         events: list[StreamEvent] = []
         for choice in chunk.get("choices") or []:
             if choice.get("prompt_token_ids"):
@@ -66,7 +69,7 @@ class StreamAssembler:
                 events += self._call_delta(call)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
-                self.stop_reason = choice.get("stop_reason")
+                self.stop_reason = choice.get("stop_reason", choice.get("matched_stop"))
         return events
 
     def _call_delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
@@ -107,11 +110,12 @@ class StreamAssembler:
         choice = {
             "message": message,
             "logprobs": {"content": self.logprobs},
-            "token_ids": self.response_ids,
+            "token_ids": self.response_ids or None,
             "finish_reason": self.finish_reason,
             "stop_reason": self.stop_reason,
         }
         data = {"model": self.model, "prompt_token_ids": self.prompt_ids, "choices": [choice]}
+        data["sglext"] = self.sglext
         data["usage"] = self.usage
         return parse_chat_reply(data, completion_id)
 

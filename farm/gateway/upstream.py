@@ -1,4 +1,18 @@
-"""The inference backend's OpenAI chat reply (vLLM dialect) -> a normalised completion plus token capture."""
+"""A backend's OpenAI chat reply (vLLM's or SGLang's) -> a normalised completion plus token capture.
+
+Where each server puts the token ids of a chat call:
+- vLLM (vllm/entrypoints/openai/chat_completion/protocol.py, `return_token_ids`, >= 0.10.2): top-level
+  `prompt_token_ids`, `choices[].token_ids`; logprob tokens `token_id:N` with return_tokens_as_token_ids.
+- SGLang (sgl-project/sglang, python/sglang/srt/entrypoints/openai/protocol.py @
+  004c82e07d876f6e4a0ad6e15325706b0f478f1a, ChatCompletionResponseChoice, filled by serving_chat.py
+  `_build_chat_response`): per choice `prompt_token_ids` (`return_prompt_token_ids` or
+  `return_token_ids`), `token_ids` (`return_token_ids`), `meta_info` (`return_meta_info`, whose
+  `output_token_logprobs` are `[logprob, id, text]`); newer builds also answer response-level
+  `sglext.input_ids` / `sglext.output_ids[choice]` (`return_input_ids_in_sglext` /
+  `return_output_ids_in_sglext`, the only ids SGLang streams). Logprob tokens are text there.
+SGLang refuses `return_token_ids`, `return_prompt_token_ids` and `return_meta_info` with `stream=true`
+(400), and ignores request keys it does not declare, so each kind gets its own capture keys.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +26,15 @@ from pydantic import BaseModel
 from farm.gateway.errors import ErrorKind, GatewayError, is_context_overflow
 from farm.gateway.normalized import ChatCompletion, FinishReason, ToolCall, Usage
 
-_LIMIT = re.compile(r"maximum (?:context|model) length (?:is )?(?:of )?(\d+)", re.IGNORECASE)
-_REQUESTED = re.compile(r"(?:requested|has|contains|resulted in) (\d+)(?: input)? tokens", re.IGNORECASE)
+_LIMIT = re.compile(
+    r"maximum (?:context|model) length (?:is )?(?:of )?(\d+)|context length \((\d+) tokens\)", re.IGNORECASE
+)
+# vLLM: "your request has N input tokens"; SGLang: "N tokens from the input messages", "The input (N tokens)".
+_REQUESTED = re.compile(
+    r"(?:requested|has|contains|resulted in) (\d+)(?: input)? tokens|(\d+) tokens from the input"
+    r"|the input \((\d+) tokens\)",
+    re.IGNORECASE,
+)
 
 
 class UpstreamReply(BaseModel):
@@ -26,7 +47,50 @@ class UpstreamReply(BaseModel):
     """Why token capture is incomplete (the backend did not return ids, or logprobs did not line up)."""
 
 
+def capture_keys(kind: str, stream: bool) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(keys to add, keys to drop) so that `kind`'s chat route answers token ids and logprobs."""
+    if kind != "sglang":
+        return {}, ()
+    if stream:
+        keys = {"return_input_ids_in_sglext": True, "return_output_ids_in_sglext": True}
+        return keys, ("return_token_ids", "return_prompt_token_ids", "return_meta_info")
+    keys = {"return_token_ids": True, "return_prompt_token_ids": True, "return_meta_info": True}
+    return keys, ()
+
+
+def chat_url(address: str, kind: str) -> str:
+    """vLLM is registered at .../v1; SGLang may be registered at its root (its /generate lives there)."""
+    address = address.rstrip("/")
+    if kind == "sglang" and not address.endswith("/v1"):
+        address += "/v1"
+    return f"{address}/chat/completions"
+
+
+def _token_ids(data: dict[str, Any], choice: dict[str, Any], index: int) -> tuple[list[int], list[int]]:
+    """(prompt ids, response ids) from wherever this server put them (see the module docstring)."""
+    sglext = data.get("sglext") or {}
+    prompt = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or sglext.get("input_ids") or []
+    response = choice.get("token_ids")
+    if response is None and sglext.get("output_ids"):
+        response = sglext["output_ids"][index]
+    if response is None:
+        entries = (choice.get("meta_info") or {}).get("output_token_logprobs")
+        response = [entry[1] for entry in entries] if entries else []
+    return [_int(t) for t in prompt], [_int(t) for t in response]
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"token id {value!r} is not an integer")
+    return int(value)
+
+
 def _logprobs(choice: dict[str, Any], response_ids: list[int]) -> tuple[list[float] | None, str | None]:
+    meta_entries = (choice.get("meta_info") or {}).get("output_token_logprobs")
+    if meta_entries and not (choice.get("logprobs") or {}).get("content"):
+        if [_int(e[1]) for e in meta_entries] != response_ids:
+            return None, "meta_info logprob ids do not match the sampled ids"
+        return _finite([e[0] for e in meta_entries])
     entries = (choice.get("logprobs") or {}).get("content") or []
     if not entries:
         return None, "backend returned no logprobs"
@@ -36,7 +100,11 @@ def _logprobs(choice: dict[str, Any], response_ids: list[int]) -> tuple[list[flo
         token = entry.get("token") or ""
         if token.startswith("token_id:") and token[9:].isdigit() and int(token[9:]) != token_id:
             return None, "logprob tokens do not match the sampled ids"
-    values = [float(e["logprob"]) for e in entries]
+    return _finite([e["logprob"] for e in entries])
+
+
+def _finite(raw: list[Any]) -> tuple[list[float] | None, str | None]:
+    values = [float(v) for v in raw]
     if not all(math.isfinite(v) for v in values):
         return None, "backend returned a non-finite logprob"
     return values, None
@@ -58,11 +126,17 @@ def _parse_chat_reply(data: dict[str, Any], completion_id: str) -> UpstreamReply
     except (KeyError, IndexError, TypeError):
         raise GatewayError(ErrorKind.upstream, "backend reply has no choices") from None
     message = choice.get("message") or {}
-    prompt_ids = [int(t) for t in data.get("prompt_token_ids") or choice.get("prompt_token_ids") or []]
-    response_ids = [int(t) for t in choice.get("token_ids") or []]
+    finish = choice.get("finish_reason") or "stop"
+    if finish in ("abort", "error"):
+        # The engine dropped the request (SGLang/vLLM abort): the output is a fragment, not an answer.
+        raise GatewayError(ErrorKind.upstream, f"backend ended the call with finish_reason {finish!r}")
+    prompt_ids, response_ids = _token_ids(data, choice, int(choice.get("index") or 0))
     logprobs, problem = _logprobs(choice, response_ids)
     if not prompt_ids or not response_ids:
-        problem = "backend returned no token ids (needs vLLM >= 0.10.2 with return_token_ids)"
+        problem = (
+            "backend returned no token ids (needs vLLM >= 0.10.2 with return_token_ids, or SGLang with "
+            "return_token_ids / return_prompt_token_ids + return_meta_info)"
+        )
     calls = [
         ToolCall(
             id=c.get("id") or f"call_{uuid.uuid4().hex[:24]}",
@@ -71,12 +145,11 @@ def _parse_chat_reply(data: dict[str, Any], completion_id: str) -> UpstreamReply
         )
         for c in message.get("tool_calls") or []
     ]
-    finish = choice.get("finish_reason") or "stop"
     if calls:
         finish = "tool_calls"
     elif finish not in get_args(FinishReason):
         finish = "stop"
-    stop_reason = choice.get("stop_reason")
+    stop_reason = choice.get("stop_reason", choice.get("matched_stop"))
     usage = data.get("usage") or {}
     completion = ChatCompletion(
         id=completion_id,
@@ -116,6 +189,10 @@ def error_message(data: Any, fallback: str) -> str:
     return fallback
 
 
+def _first_number(match: re.Match[str] | None) -> int | None:
+    return next((int(g) for g in match.groups() if g), None) if match else None
+
+
 def client_error(status: int, message: str) -> GatewayError:
     """A 4xx from the backend: context overflow gets its own kind (and token counts when stated)."""
     if is_context_overflow(message):
@@ -124,7 +201,7 @@ def client_error(status: int, message: str) -> GatewayError:
         return GatewayError(
             ErrorKind.context_overflow,
             message,
-            prompt_tokens=int(requested.group(1)) if requested else None,
-            max_tokens=int(limit.group(1)) if limit else None,
+            prompt_tokens=_first_number(requested),
+            max_tokens=_first_number(limit),
         )
     return GatewayError(ErrorKind.invalid_request, f"backend refused the request ({status}): {message}")

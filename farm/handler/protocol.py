@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from farm.handler.context import JobContext
+from farm.jobs.store import terminal_result
 from farm.models.results import JobResult, JobState, StageError, Trace, Trajectory
 
 
@@ -96,11 +97,4 @@ class AgentHandler(ABC):
         )
 
     def failed_result(self, ctx: JobContext, stage: str, exc: BaseException) -> JobResult:
-        return JobResult(
-            job_id=ctx.job_id,
-            state=JobState.failed,
-            handler=self.name,
-            timings=ctx.timings(),
-            error=StageError(stage=stage, type=type(exc).__name__, message=str(exc)[:2000]),
-            metadata=ctx.metadata,
-        )
+        return terminal_result(ctx, JobState.failed, StageError.of(stage, exc))

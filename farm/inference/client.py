@@ -88,12 +88,12 @@ class BackendClient(_Base):
                 raise self._unavailable(exc) from exc
             return self._answer(response, len(prompt_ids), started)
         budget = 600.0 if budget_s is None else budget_s
-        response = _BoundedCall(self.http, url, body, time.monotonic() + budget).wait(check)
-        if isinstance(response, httpx.HTTPError):
-            raise self._unavailable(response) from response
-        if response is None:
+        outcome = _BoundedCall(self.http, url, body, time.monotonic() + budget).wait(check)
+        if isinstance(outcome, httpx.HTTPError):
+            raise self._unavailable(outcome) from outcome
+        if outcome is None:
             raise self._late(budget)
-        return self._answer(response, len(prompt_ids), started)
+        return self._answer(outcome, len(prompt_ids), started)
 
     def close(self) -> None:
         if self._owns_http:

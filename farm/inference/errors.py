@@ -2,6 +2,25 @@
 
 from __future__ import annotations
 
+import re
+
+CONTEXT_OVERFLOW = re.compile(
+    r"maximum context length|context length|context window|max_model_len|maximum model length"
+    r"|longer than the model|exceeds the maximum|prompt is too long|too many tokens|input tokens exceed",
+    re.IGNORECASE,
+)
+"""How vLLM, SGLang and OpenAI-compatible servers word a prompt that does not fit (farm/llm/emulation.py
+reproduces the two servers' own messages)."""
+
+
+def is_context_overflow(message: str) -> bool:
+    return bool(CONTEXT_OVERFLOW.search(message))
+
+
+def retryable_status(status: int) -> bool:
+    """A status another backend may answer well: the server's trouble (5xx), a timeout or overload."""
+    return status >= 500 or status in (408, 429)
+
 
 class InferenceError(Exception):
     """Base of every inference failure. `backend` is the address that failed, `status` the HTTP code."""

@@ -21,16 +21,13 @@ from farm.inference.errors import (
     BadBackendResponse,
     ContextOverflow,
     InferenceError,
+    is_context_overflow,
+    retryable_status,
 )
 from farm.inference.generation import Generation
 
 BackendKind = Literal["vllm", "sglang"]
 
-_OVERFLOW = re.compile(
-    r"maximum context length|context length of|exceeds the maximum allowed length|longer than the model"
-    r"|context window",
-    re.IGNORECASE,
-)
 _TOKEN_ID = re.compile(r"^token_id:(-?\d+)$")
 
 
@@ -76,9 +73,9 @@ def sglang_root(address: str) -> str:
 def error_for_status(status: int, text: str, backend: str) -> InferenceError:
     """Classify a non-200 answer."""
     message = _error_message(text)
-    if status >= 500 or status in (408, 429):
+    if retryable_status(status):
         return BackendUnavailable(f"{backend} answered {status}: {message}", backend=backend, status=status)
-    if status == 400 and _OVERFLOW.search(message):
+    if status == 400 and is_context_overflow(message):
         return ContextOverflow(message, backend=backend, status=status)
     return BackendRejected(f"{backend} answered {status}: {message}", backend=backend, status=status)
 
@@ -106,6 +103,8 @@ def parse(kind: BackendKind, payload: Any, backend: str, prompt_len: int, latenc
 
 def _parse_vllm(payload: Any, backend: str, prompt_len: int, latency_s: float) -> Generation:
     choice = payload["choices"][0]
+    if choice.get("finish_reason") in ("abort", "error"):
+        _finish(choice["finish_reason"], backend)  # retried elsewhere, whatever the partial output holds
     logprobs = choice.get("logprobs") or {}
     values = logprobs.get("token_logprobs")
     tokens = logprobs.get("tokens")
@@ -150,6 +149,13 @@ def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float)
         payload = payload[0]
     meta = payload["meta_info"]
     finish = meta.get("finish_reason") or {}
+    kind = finish.get("type") if isinstance(finish, dict) else finish
+    if kind == "abort":
+        # Checked before the logprobs: an abort before prefill carries no output at all.
+        message = str(finish.get("message", "")) if isinstance(finish, dict) else ""
+        if is_context_overflow(message):
+            raise ContextOverflow(message, backend=backend)
+        _finish(kind, backend)
     entries = meta.get("output_token_logprobs")
     if entries is None:
         raise BadBackendResponse(f"{backend} returned no output_token_logprobs", backend=backend)
@@ -163,9 +169,6 @@ def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float)
         )
     values = [e[0] for e in entries]
     _check_aligned(ids, values, backend)
-    kind = finish.get("type") if isinstance(finish, dict) else finish
-    if kind == "abort" and _OVERFLOW.search(str(finish.get("message", ""))):
-        raise ContextOverflow(str(finish["message"]), backend=backend)
     matched = finish.get("matched") if isinstance(finish, dict) else None
     return Generation(
         token_ids=ids,

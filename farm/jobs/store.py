@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 import redis.asyncio as aioredis
@@ -15,6 +15,7 @@ from farm.jobs import scripts
 from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec
 from farm.models.results import STAGES, JobResult, JobState, StageError, Timings
+from farm.text import as_text as _s
 
 REVOKED_KEEP_S = 24 * 3600
 ScriptArg = str | int | float
@@ -69,6 +70,10 @@ class JobRecord:
     def node(self) -> str | None:
         return self.fields.get("node")
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.spec.metadata
+
     def timings(self) -> Timings:
         values = {stage: float(self.fields.get(f"t_{stage}", 0.0)) for stage in STAGES}
         return Timings(queued=float(self.fields.get("t_queued", 0.0)), **values)
@@ -90,32 +95,35 @@ class JobRecord:
         done = self.result
         if done is not None:
             return done
-        return JobResult(
-            job_id=self.job_id,
-            state=self.state,
-            handler=self.spec.handler,
-            timings=self.timings(),
-            metadata=self.spec.metadata,
-        )
+        return terminal_result(self, self.state)
+
+
+class ResultSource(Protocol):
+    """What a terminal result is built from: a stored record, or a running stage's context."""
+
+    @property
+    def spec(self) -> JobSpec: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+    def timings(self) -> Timings: ...
 
 
 def terminal_result(
-    record: JobRecord, state: JobState, error: StageError | None = None, **extra: Any
+    source: ResultSource, state: JobState, error: StageError | None = None, **extra: Any
 ) -> JobResult:
-    """A well-formed result for a job that ends outside the handler's own final_result."""
+    """The one builder of a result for a job that ends outside the handler's own final_result: a
+    failed stage, a cancellation, a spent budget, a lost worker."""
     return JobResult(
-        job_id=record.job_id,
+        job_id=source.spec.job_id,
         state=state,
-        handler=record.spec.handler,
-        timings=record.timings(),
+        handler=source.spec.handler,
+        timings=source.timings(),
         error=error,
-        metadata=record.spec.metadata,
+        metadata=source.metadata,
         **extra,
     )
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 LEASE_TTL_S = 6.0

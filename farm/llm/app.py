@@ -1,10 +1,9 @@
-"""The reference LLM server as a FastAPI app: the vLLM subset the farm speaks, plus SGLang's /generate."""
+"""The reference LLM server as a FastAPI app: the vLLM subset the farm speaks, plus SGLang's /generate;
+`emulate` picks whose validation, errors and OpenAI reply shapes it has. One function per route group."""
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,9 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from farm.chat.tokenizer import ChatTokenizer
-from farm.llm import formats
-from farm.llm.config import ServerConfig
-from farm.llm.engine import Engine
+from farm.llm import chat_formats, emulation, formats
+from farm.llm.config import Emulated, ServerConfig
+from farm.llm.engine import ContextWindowExceeded, Engine
 from farm.llm.policies import make_policy
 from farm.llm.protocol import (
     ChatCompletionRequest,
@@ -23,24 +22,44 @@ from farm.llm.protocol import (
     GenerateRequest,
     TokenizeRequest,
 )
-from farm.llm.sampling import Sample, SamplingRequest
+from farm.llm.sampling import SamplingRequest
 
 
 def create_app(config: ServerConfig | None = None, **overrides: Any) -> FastAPI:
     """Build the app in-process; `overrides` set ServerConfig fields (e.g. policy="tiny")."""
     config = (config or ServerConfig()).model_copy(update=overrides)
+    ServerConfig.model_validate(config.model_dump())  # overrides are checked like flags
     tokenizer = ChatTokenizer.load(config.tokenizer)
     engine = Engine(config, tokenizer, make_policy(config, tokenizer))
-    app = FastAPI(title="rollout-farm reference LLM server")
+    app = FastAPI(title=f"rollout-farm reference LLM server (as {config.emulate})")
     app.state.engine = engine
+    app.add_exception_handler(RequestValidationError, _invalid_request(config.emulate))
+    _add_info_routes(app, engine)
+    _add_tokenizer_routes(app, engine)
+    _add_completion_route(app, engine)
+    _add_chat_route(app, engine)
+    _add_generate_route(app, engine)
+    return app
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+
+def _invalid_request(emulate: Emulated) -> Any:
+    async def handler(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
         message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         if request.url.path == "/generate":
-            return JSONResponse({"error": {"message": message}}, status_code=400)
-        return JSONResponse(formats.vllm_error(message), status_code=400)
+            return JSONResponse(emulation.generate_error(message), status_code=400)
+        return JSONResponse(emulation.openai_error(emulate, message), status_code=400)
 
+    return handler
+
+
+def _refusal(engine: Engine, exc: Exception) -> JSONResponse:
+    """A 400 from an OpenAI route, in the emulated server's error shape."""
+    param = exc.param if isinstance(exc, ContextWindowExceeded) else None
+    return JSONResponse(emulation.openai_error(engine.config.emulate, str(exc), param), status_code=400)
+
+
+def _add_info_routes(app: FastAPI, engine: Engine) -> None:
     @app.get("/health")
     async def health() -> Response:
         return Response(status_code=200)
@@ -51,11 +70,15 @@ def create_app(config: ServerConfig | None = None, **overrides: Any) -> FastAPI:
             "id": engine.model_name,
             "object": "model",
             "created": int(time.time()),
-            "owned_by": "rollout-farm",
+            "owned_by": "sglang" if engine.config.emulate == "sglang" else "vllm",
             "root": engine.model_name,
-            "max_model_len": config.max_model_len,
+            "max_model_len": engine.config.max_model_len,
         }
         return {"object": "list", "data": [card]}
+
+
+def _add_tokenizer_routes(app: FastAPI, engine: Engine) -> None:
+    tokenizer, config = engine.tokenizer, engine.config
 
     @app.post("/tokenize")
     async def tokenize(body: TokenizeRequest) -> dict[str, Any]:
@@ -70,105 +93,92 @@ def create_app(config: ServerConfig | None = None, **overrides: Any) -> FastAPI:
 
     @app.post("/detokenize")
     async def detokenize(body: DetokenizeRequest) -> dict[str, Any]:
-        return {"prompt": tokenizer.decode(body.tokens)}
+        # vLLM answers {"prompt"}; SGLang's DetokenizeResponse is {"text"}.
+        key = "text" if config.emulate == "sglang" else "prompt"
+        return {key: tokenizer.decode(body.tokens)}
 
+
+def _add_completion_route(app: FastAPI, engine: Engine) -> None:
     @app.post("/v1/completions", response_model=None)
     async def completions(body: CompletionRequest) -> dict[str, Any] | JSONResponse:
         if body.stream:
-            return JSONResponse(formats.vllm_error("stream is not supported on /v1/completions"), 400)
-        choices: list[dict[str, Any]] = []
-        prompt_total = completion_total = 0
+            return _refusal(engine, ValueError("stream is not supported on /v1/completions"))
         try:
-            for p, prompt in enumerate(body.prompts()):
-                prompt_ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
-                max_tokens = engine.resolve_max_tokens(len(prompt_ids), body.max_tokens)
-                for j in range(body.n):
-                    sampling = _sampling(body, max_tokens, j)
-                    sample = await engine.generate(prompt_ids, sampling)
-                    choices.append(
-                        formats.completion_choice(
-                            tokenizer,
-                            p * body.n + j,
-                            prompt_ids,
-                            sample,
-                            logprobs=body.logprobs,
-                            return_token_ids=body.return_token_ids,
-                            as_ids=body.return_tokens_as_token_ids,
-                            skip_special_tokens=body.skip_special_tokens,
-                        )
-                    )
-                    completion_total += len(sample.token_ids)
-                prompt_total += len(prompt_ids)
+            choices, prompt_total, completion_total = await _complete(engine, body)
         except ValueError as exc:
-            return JSONResponse(formats.vllm_error(str(exc)), status_code=400)
+            return _refusal(engine, exc)
         return formats.completion_response(engine.model_name, choices, prompt_total, completion_total)
 
+
+async def _complete(engine: Engine, body: CompletionRequest) -> tuple[list[dict[str, Any]], int, int]:
+    """Every choice of a /v1/completions request (n per prompt), and the prompt and completion
+    tokens it used."""
+    tokenizer = engine.tokenizer
+    choices: list[dict[str, Any]] = []
+    prompt_total = completion_total = 0
+    for p, prompt in enumerate(body.prompts()):
+        prompt_ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        max_tokens = engine.resolve_max_tokens(len(prompt_ids), body.max_tokens)
+        for j in range(body.n):
+            sample = await engine.generate(prompt_ids, _sampling(body, max_tokens, j))
+            choice = formats.completion_choice(
+                tokenizer,
+                p * body.n + j,
+                prompt_ids,
+                sample,
+                logprobs=body.logprobs,
+                return_token_ids=body.return_token_ids,
+                as_ids=body.return_tokens_as_token_ids and engine.config.emulate == "vllm",
+                skip_special_tokens=body.skip_special_tokens,
+            )
+            if engine.config.emulate == "sglang":
+                # SGLang's CompletionResponseChoice (protocol.py @ 004c82e07d87): matched_stop, no
+                # prompt_logprobs; its logprob tokens are text (it has no return_tokens_as_token_ids).
+                del choice["prompt_logprobs"]
+                stop = choice.pop("stop_reason")
+                choice["matched_stop"] = formats.sglang_finish(sample).get("matched", stop)
+            choices.append(choice)
+            completion_total += len(sample.token_ids)
+        prompt_total += len(prompt_ids)
+    return choices, prompt_total, completion_total
+
+
+def _add_chat_route(app: FastAPI, engine: Engine) -> None:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(body: ChatCompletionRequest) -> Any:
+        emulate = engine.config.emulate
         try:
-            prompt_ids = _chat_prompt(tokenizer, body)
+            if emulate == "sglang" and body.stream:
+                chat_formats.refuse_sglang_stream_flags(body)
+            prompt_ids = _chat_prompt(engine.tokenizer, body)
             requested = body.max_completion_tokens or body.max_tokens
             max_tokens = engine.resolve_max_tokens(len(prompt_ids), requested)
         except (ValueError, TypeError) as exc:
-            return JSONResponse(formats.vllm_error(str(exc)), status_code=400)
+            return _refusal(engine, exc)
         parse_tools = body.tool_choice != "none"
         if body.stream:
-            sampling = _sampling(body, max_tokens, 0)
-            stream = _chat_stream(engine, body, prompt_ids, sampling, parse_tools)
+            stream = chat_formats.chat_stream(
+                engine, body, prompt_ids, _sampling(body, max_tokens, 0), parse_tools
+            )
             return StreamingResponse(stream, media_type="text/event-stream")
-        choices = []
-        completion_total = 0
-        for j in range(body.n):
-            sample = await engine.generate(prompt_ids, _sampling(body, max_tokens, j))
-            message, finish = formats.assistant_message(tokenizer, sample, parse_tools)
-            choice: dict[str, Any] = {
-                "index": j,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": finish,
-                "stop_reason": sample.stop_reason,
-            }
-            if body.logprobs:
-                as_ids = body.return_tokens_as_token_ids
-                choice["logprobs"] = formats.chat_logprobs(
-                    tokenizer, sample.token_ids, sample.logprobs, as_ids, body.top_logprobs
-                )
-            if body.return_token_ids:
-                choice["token_ids"] = sample.token_ids
-            choices.append(choice)
-            completion_total += len(sample.token_ids)
-        answer: dict[str, Any] = {
-            "id": formats.new_id("chatcmpl"),
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": engine.model_name,
-            "choices": choices,
-            "usage": formats.usage(len(prompt_ids), completion_total),
-        }
-        if body.return_token_ids:
-            answer["prompt_token_ids"] = prompt_ids
-        return answer
+        samples = [await engine.generate(prompt_ids, _sampling(body, max_tokens, j)) for j in range(body.n)]
+        return chat_formats.chat_response(engine, body, prompt_ids, samples, parse_tools)
 
+
+def _add_generate_route(app: FastAPI, engine: Engine) -> None:
     @app.post("/generate", response_model=None)
     async def generate(body: GenerateRequest) -> dict[str, Any] | JSONResponse:
         params = body.sampling_params
         try:
-            if body.stream:
-                raise ValueError("stream is not supported on /generate")
-            if body.input_ids is not None:
-                prompt_ids = list(body.input_ids)
-            elif body.text is not None:
-                prompt_ids = tokenizer.encode(body.text)
-            else:
-                raise ValueError("give `text` or `input_ids`")
-            max_tokens = engine.resolve_max_tokens(len(prompt_ids), int(params.get("max_new_tokens", 128)))
+            prompt_ids = _generate_prompt(engine.tokenizer, body)
+            max_tokens = _generate_budget(engine, len(prompt_ids), params)
             sampling = _sglang_sampling(params, max_tokens)
         except (ValueError, TypeError) as exc:
-            return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
+            return JSONResponse(emulation.generate_error(str(exc)), status_code=400)
         started = time.perf_counter()
         sample = await engine.generate(prompt_ids, sampling)
         return formats.sglang_response(
-            tokenizer,
+            engine.tokenizer,
             prompt_ids,
             sample,
             return_logprob=body.return_logprob,
@@ -177,7 +187,29 @@ def create_app(config: ServerConfig | None = None, **overrides: Any) -> FastAPI:
             latency_s=time.perf_counter() - started,
         )
 
-    return app
+
+def _generate_prompt(tokenizer: ChatTokenizer, body: GenerateRequest) -> list[int]:
+    if body.stream:
+        raise ValueError("stream is not supported on /generate")
+    if body.input_ids is not None:
+        return list(body.input_ids)
+    if body.text is not None:
+        return tokenizer.encode(body.text)
+    raise ValueError("give `text` or `input_ids`")
+
+
+def _generate_budget(engine: Engine, prompt_len: int, params: dict[str, Any]) -> int:
+    """SGLang's SamplingParams is a msgspec Struct (kw_only): an argument it does not declare is a
+    TypeError, answered 400. A missing budget is its default of 128 new tokens; an explicit null is
+    clamped to the window by the scheduler."""
+    unknown = sorted(set(params) - emulation.SGLANG_SAMPLING_PARAMS)
+    if unknown:
+        raise TypeError(f"Unexpected keyword argument '{unknown[0]}'")
+    requested = params.get("max_new_tokens")
+    if requested is not None and not isinstance(requested, int):
+        raise ValueError(f"max_new_tokens must be an integer, got {requested!r}")
+    budget = emulation.resolve_max_tokens("sglang", engine.config.max_model_len, prompt_len, requested)
+    return budget if "max_new_tokens" in params else min(128, budget)
 
 
 def _sampling(
@@ -218,61 +250,3 @@ def _chat_prompt(tokenizer: ChatTokenizer, body: ChatCompletionRequest) -> list[
         cut = text.rfind(tokenizer.eot_token)
         return tokenizer.encode(text[:cut] if cut >= 0 else text)
     return tokenizer.apply_chat_template(body.messages, body.tools, body.add_generation_prompt)
-
-
-async def _chat_stream(
-    engine: Engine,
-    body: ChatCompletionRequest,
-    prompt_ids: list[int],
-    sampling: SamplingRequest,
-    parse_tools: bool,
-) -> AsyncIterator[str]:
-    """vLLM-style SSE: role chunk (with prompt_token_ids), one chunk per token, finish chunk, usage, [DONE].
-    Text after a `<tool_call>` is held back and sent as parsed tool calls in the finish chunk."""
-    tokenizer = engine.tokenizer
-    chunk_id, created = formats.new_id("chatcmpl"), int(time.time())
-
-    def chunk(choice: dict[str, Any], **extra: Any) -> str:
-        payload = {
-            "id": chunk_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": engine.model_name,
-            "choices": [choice] if choice else [],
-            **extra,
-        }
-        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
-
-    first: dict[str, Any] = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
-    yield chunk(first, **({"prompt_token_ids": prompt_ids} if body.return_token_ids else {}))
-    sent = 0
-    sample = Sample()
-    async for released, sample in engine.stream(prompt_ids, sampling):
-        ids = sample.token_ids[:released]
-        shown = formats.visible_text(tokenizer, tokenizer.decode(ids), True)
-        if parse_tools and "<tool_call>" in shown:
-            shown = shown[: shown.index("<tool_call>")].rstrip("\n")
-        delta_text = "" if shown.endswith("\ufffd") else shown[sent:]
-        if delta_text:
-            sent += len(delta_text)
-        choice: dict[str, Any] = {"index": 0, "delta": {"content": delta_text} if delta_text else {}}
-        choice["finish_reason"] = None
-        if body.logprobs:
-            values = sample.logprobs[released - 1 : released]
-            as_ids = body.return_tokens_as_token_ids
-            choice["logprobs"] = formats.chat_logprobs(tokenizer, ids[-1:], values, as_ids, body.top_logprobs)
-        if body.return_token_ids:
-            choice["token_ids"] = ids[-1:]
-        yield chunk(choice)
-    message, finish = formats.assistant_message(tokenizer, sample, parse_tools)
-    delta: dict[str, Any] = {}
-    if message["tool_calls"]:
-        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
-    else:
-        rest = (message["content"] or "")[sent:]
-        if rest:
-            delta["content"] = rest
-    yield chunk({"index": 0, "delta": delta, "finish_reason": finish, "stop_reason": sample.stop_reason})
-    if body.stream_options and body.stream_options.include_usage:
-        yield chunk({}, usage=formats.usage(len(prompt_ids), len(sample.token_ids)))
-    yield "data: [DONE]\n\n"

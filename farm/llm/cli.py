@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import click
+from pydantic import ValidationError
 
 from farm.llm.config import ServerConfig
 
 
+def _faults(spec: str) -> dict[str, float]:
+    """`abort=0.1,repetition=0.05` -> {"abort": 0.1, "repetition": 0.05}."""
+    faults: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        reason, sep, chance = part.partition("=")
+        try:
+            faults[reason.strip()] = float(chance) if sep else float("nan")
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not reason=chance", param_hint="--finish-faults") from None
+        if faults[reason.strip()] != faults[reason.strip()]:
+            raise click.BadParameter(f"{part!r} is not reason=chance", param_hint="--finish-faults")
+    return faults
+
+
 @click.group("llm")
 def llm() -> None:
-    """The reference LLM server: a dev/test inference backend speaking the vLLM subset the farm uses."""
+    """The reference LLM server: a dev/test inference backend that behaves like vLLM or SGLang."""
 
 
 @llm.command("serve")
@@ -28,8 +43,12 @@ def llm() -> None:
               help="Script JSONL file for the scripted policy (repeatable).")  # fmt: skip
 @click.option("--no-handler-scripts", is_flag=True, help="Do not load handlers/*/scripts/*.jsonl.")
 @click.option("--tokenizer", default=None,
-              help="Local tokenizer directory or pkg:<module> (default: the shipped farm-tiny).")  # fmt: skip
+              help="Tokenizer directory, pkg:<module> or mistral:<name> (default: farm-tiny).")  # fmt: skip
 @click.option("--served-model-name", default=None)
+@click.option("--emulate", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
+              help="Validate requests and shape errors and OpenAI replies as this server does.")  # fmt: skip
+@click.option("--finish-faults", "finish_faults", default="", callback=lambda _c, _p, v: _faults(v),
+              help="Finish reasons forced by chance, e.g. abort=0.1,repetition=0.05.")  # fmt: skip
 @click.option("--log-level", default="warning", show_default=True)
 def serve(host: str, port: int, scripts: tuple[str, ...], no_handler_scripts: bool, log_level: str,
           **settings: object) -> None:  # fmt: skip
@@ -38,9 +57,13 @@ def serve(host: str, port: int, scripts: tuple[str, ...], no_handler_scripts: bo
 
     from farm.llm.app import create_app
 
-    config = ServerConfig.model_validate(
-        {**settings, "scripts": list(scripts), "handler_scripts": not no_handler_scripts}
-    )
+    try:
+        config = ServerConfig.model_validate(
+            {**settings, "scripts": list(scripts), "handler_scripts": not no_handler_scripts}
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'flags'}: {e['msg']}" for e in exc.errors())
+        raise click.UsageError(problems) from None
     app = create_app(config)
-    click.echo(f"reference LLM server ({config.policy}) on http://{host}:{port}/v1", err=True)
+    click.echo(f"reference LLM ({config.policy}, {config.emulate}) on http://{host}:{port}/v1", err=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

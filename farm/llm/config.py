@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+Emulated = Literal["vllm", "sglang"]
+FinishFault = Literal["abort", "repetition"]
 
 
 class ServerConfig(BaseModel):
@@ -28,6 +31,23 @@ class ServerConfig(BaseModel):
     handler_scripts: bool = True
     """Also load every handlers/*/scripts/*.jsonl from the installed handlers package."""
     tokenizer: str | None = None
-    """A local tokenizer directory or `pkg:<module>`; None means the shipped farm-tiny."""
+    """A local tokenizer directory, `pkg:<module>` or `mistral:<name>`; None means the shipped farm-tiny."""
     served_model_name: str | None = None
     """Name reported by /v1/models and in answers; defaults to the tokenizer's name."""
+    emulate: Emulated = "vllm"
+    """Which real server to behave like: its request validation (context window, unknown keys), its
+    error bodies and its reply shapes on the OpenAI routes. /generate is SGLang's in both modes."""
+    finish_faults: dict[FinishFault, float] = Field(default_factory=dict)
+    """Chance per request that generation ends with this finish reason instead of its own: `abort`
+    (the engine dropped the request; part of the output is lost) or `repetition` (vLLM's repetition
+    detection; SGLang has none). Drawn from the request's seed, so a rerun sees the same faults."""
+
+    @model_validator(mode="after")
+    def _faults_fit(self) -> ServerConfig:
+        if any(not 0.0 <= p <= 1.0 for p in self.finish_faults.values()):
+            raise ValueError("finish_faults: each chance must be within [0, 1]")
+        if sum(self.finish_faults.values()) > 1.0:
+            raise ValueError("finish_faults: the chances add up to more than 1")
+        if self.emulate == "sglang" and "repetition" in self.finish_faults:
+            raise ValueError("finish_faults: SGLang has no `repetition` finish reason")
+        return self

@@ -1,4 +1,5 @@
-"""The serving core: context-window checks, the policy call off the event loop, simulated latency."""
+"""The serving core: context-window checks, the policy call off the event loop, simulated latency and
+finish faults."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from collections.abc import AsyncIterator
 import anyio.to_thread
 
 from farm.chat.tokenizer import ChatTokenizer
+from farm.llm import emulation
 from farm.llm.config import ServerConfig
+from farm.llm.emulation import ContextWindowExceeded
 from farm.llm.policies.base import Policy
 from farm.llm.sampling import Sample, SamplingRequest
 
-
-class ContextWindowExceeded(ValueError):
-    """Prompt plus max_tokens do not fit; the message is vLLM's, so clients classify it the same way."""
+__all__ = ["ContextWindowExceeded", "Engine", "with_fault"]
 
 
 class Engine:
@@ -28,24 +29,9 @@ class Engine:
         self._rng = random.Random(config.seed)
 
     def resolve_max_tokens(self, prompt_len: int, max_tokens: int | None) -> int:
-        """The budget for one call; raises ContextWindowExceeded as vLLM's validation would."""
-        limit = self.config.max_model_len
-        if prompt_len == 0:
-            raise ValueError("the prompt is empty")
-        if prompt_len >= limit:
-            raise ContextWindowExceeded(
-                f"This model's maximum context length is {limit} tokens. However, your request has "
-                f"{prompt_len} input tokens. Please reduce the length of the input messages."
-            )
-        if max_tokens is None:
-            return limit - prompt_len
-        if prompt_len + max_tokens > limit:
-            raise ContextWindowExceeded(
-                f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
-                f"context length is {limit} tokens and your request has {prompt_len} input tokens "
-                f"({max_tokens} > {limit} - {prompt_len})."
-            )
-        return max_tokens
+        """The budget for one call; raises ContextWindowExceeded as the emulated server would."""
+        window = self.config.max_model_len
+        return emulation.resolve_max_tokens(self.config.emulate, window, prompt_len, max_tokens)
 
     def latency_factor(self, seed: int | None) -> float:
         """How much slower than nominal this request runs (the long tail); 1.0 when sigma is 0."""
@@ -55,8 +41,28 @@ class Engine:
         rng = random.Random(seed) if seed is not None else self._rng
         return math.exp(sigma * rng.gauss(0.0, 1.0) - sigma * sigma / 2)
 
+    def finish_fault(self, seed: int | None) -> str | None:
+        """Which configured fault (if any) ends this request; a seeded request always draws the same."""
+        faults = self.config.finish_faults
+        if not faults:
+            return None
+        rng = random.Random(f"fault:{self.config.seed}:{seed}") if seed is not None else self._rng
+        draw, acc = rng.random(), 0.0
+        for reason, chance in sorted(faults.items()):
+            acc += chance
+            if draw < acc:
+                return reason
+        return None
+
+    def _sample(self, prompt_ids: list[int], sampling: SamplingRequest) -> Sample:
+        sample = self.policy.sample(prompt_ids, sampling)
+        fault = self.finish_fault(sampling.seed)
+        if fault is not None:
+            sample = with_fault(self.tokenizer, sample, fault)
+        return sample
+
     async def generate(self, prompt_ids: list[int], sampling: SamplingRequest) -> Sample:
-        sample = await anyio.to_thread.run_sync(self.policy.sample, prompt_ids, sampling)
+        sample = await anyio.to_thread.run_sync(self._sample, prompt_ids, sampling)
         delay = self.config.prefill_latency_ms + self.config.token_latency_ms * len(sample.token_ids)
         if delay > 0:
             await asyncio.sleep(delay * self.latency_factor(sampling.seed) / 1000)
@@ -66,7 +72,7 @@ class Engine:
         self, prompt_ids: list[int], sampling: SamplingRequest
     ) -> AsyncIterator[tuple[int, Sample]]:
         """Yield (count of tokens released so far, full sample) paced like a real decode loop."""
-        sample = await anyio.to_thread.run_sync(self.policy.sample, prompt_ids, sampling)
+        sample = await anyio.to_thread.run_sync(self._sample, prompt_ids, sampling)
         factor = self.latency_factor(sampling.seed)
         if self.config.prefill_latency_ms:
             await asyncio.sleep(self.config.prefill_latency_ms * factor / 1000)
@@ -74,3 +80,13 @@ class Engine:
             if self.config.token_latency_ms:
                 await asyncio.sleep(self.config.token_latency_ms * factor / 1000)
             yield released, sample
+
+
+def with_fault(tokenizer: ChatTokenizer, sample: Sample, fault: str) -> Sample:
+    """`abort`: the engine dropped the request midway, so only the first half of the output exists.
+    `repetition`: vLLM's repetition detector ended it; the output is kept."""
+    if fault == "abort":
+        kept = len(sample.token_ids) // 2
+        ids = sample.token_ids[:kept]
+        return Sample(ids, sample.logprobs[:kept], "abort", None, tokenizer.decode(ids))
+    return Sample(sample.token_ids, sample.logprobs, fault, None, sample.text)

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from farm.chat.tokenizer import ChatTokenizer
-from farm.chat.tool_calls import ParsedAssistant, parse_assistant
+from farm.chat.tool_calls import ParsedAssistant
 from farm.llm.sampling import Sample
 
 
@@ -78,7 +78,7 @@ def completion_choice(
 
 def completion_response(
     model: str, choices: list[dict[str, Any]], prompt_tokens: int, completion_tokens: int
-):
+) -> dict[str, Any]:
     return {
         "id": new_id("cmpl"),
         "object": "text_completion",
@@ -93,7 +93,7 @@ def assistant_message(
     tokenizer: ChatTokenizer, sample: Sample, parse_tools: bool
 ) -> tuple[dict[str, Any], str]:
     """The chat `message` and its finish_reason; tool calls are parsed as vLLM's hermes parser does."""
-    parsed: ParsedAssistant = parse_assistant(sample.text, tokenizer.eot_token)
+    parsed: ParsedAssistant = tokenizer.parse_assistant(sample.text)
     raw = visible_text(tokenizer, sample.text, True)
     message: dict[str, Any] = {"role": "assistant", "content": raw, "reasoning": None, "tool_calls": []}
     if parsed.reasoning is not None:
@@ -112,7 +112,7 @@ def assistant_message(
 
 def chat_logprobs(
     tokenizer: ChatTokenizer, ids: list[int], values: list[float], as_ids: bool, top: int | None
-):
+) -> dict[str, Any]:
     content = []
     for token_id, value in zip(ids, values, strict=True):
         label = token_label(tokenizer, token_id, as_ids)
@@ -122,6 +122,38 @@ def chat_logprobs(
             entry["top_logprobs"] = [{"token": label, "logprob": value, "bytes": raw}]
         content.append(entry)
     return {"content": content}
+
+
+def sglang_finish(sample: Sample) -> dict[str, Any]:
+    """meta_info.finish_reason as SGLang's scheduler reports it: the `to_json` of FINISH_MATCHED_TOKEN,
+    FINISH_MATCHED_STR, FINISH_LENGTH and FINISH_ABORT (sgl-project/sglang,
+    python/sglang/srt/managers/schedule_batch.py @ fd3907ee4618e96b73ee94d9a836db78efb5d046)."""
+    if sample.finish_reason == "abort":
+        return {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
+    if sample.finish_reason == "length":
+        return {"type": "length", "length": len(sample.token_ids)}
+    matched = sample.stop_reason if sample.stop_reason is not None else sample.token_ids[-1]
+    return {"type": "stop", "matched": matched}
+
+
+def sglang_meta(
+    tokenizer: ChatTokenizer, prompt_ids: list[int], sample: Sample, *, return_logprob: bool, latency_s: float
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "id": new_id("sgl").removeprefix("sgl-"),
+        "finish_reason": sglang_finish(sample),
+        "prompt_tokens": len(prompt_ids),
+        "completion_tokens": len(sample.token_ids),
+        "cached_tokens": 0,
+        "weight_version": "default",
+        "e2e_latency": latency_s,
+    }
+    if return_logprob:
+        meta["output_token_logprobs"] = [
+            [lp, t, tokenizer.token_text(t)] for t, lp in zip(sample.token_ids, sample.logprobs, strict=True)
+        ]
+        meta["input_token_logprobs"] = []
+    return meta
 
 
 def sglang_response(
@@ -134,28 +166,13 @@ def sglang_response(
     no_stop_trim: bool,
     latency_s: float,
 ) -> dict[str, Any]:
-    if sample.finish_reason == "length":
-        finish: dict[str, Any] = {"type": "length", "length": len(sample.token_ids)}
-    else:
-        matched = sample.stop_reason if sample.stop_reason is not None else sample.token_ids[-1]
-        finish = {"type": "stop", "matched": matched}
     text = sample.text
     if no_stop_trim and isinstance(sample.stop_reason, str) and not text.endswith(sample.stop_reason):
         text += sample.stop_reason
-    meta: dict[str, Any] = {
-        "id": new_id("sgl").removeprefix("sgl-"),
-        "finish_reason": finish,
-        "prompt_tokens": len(prompt_ids),
-        "completion_tokens": len(sample.token_ids),
-        "cached_tokens": 0,
-        "weight_version": "default",
-        "e2e_latency": latency_s,
-    }
+    meta = sglang_meta(tokenizer, prompt_ids, sample, return_logprob=return_logprob, latency_s=latency_s)
     if return_logprob:
-        meta["output_token_logprobs"] = [
-            [lp, t, None] for t, lp in zip(sample.token_ids, sample.logprobs, strict=True)
-        ]
-        meta["input_token_logprobs"] = []
+        # /generate sets return_text_in_logprobs=False unless asked: the text slot is null there.
+        meta["output_token_logprobs"] = [[lp, t, None] for lp, t, _ in meta["output_token_logprobs"]]
     return {
         "text": visible_text(tokenizer, text, skip_special_tokens),
         "output_ids": sample.token_ids,

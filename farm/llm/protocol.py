@@ -67,6 +67,11 @@ class ChatCompletionRequest(VllmSampling):
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     stream_options: StreamOptions | None = None
+    # SGLang's token-id extensions (entrypoints/openai/protocol.py @ 004c82e07d87); vLLM ignores them.
+    return_prompt_token_ids: bool = False
+    return_meta_info: bool = False
+    return_input_ids_in_sglext: bool = False
+    return_output_ids_in_sglext: bool = False
 
 
 class GenerateRequest(_Lenient):

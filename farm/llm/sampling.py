@@ -31,7 +31,8 @@ class Sample:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "length"
-    """stop (end-of-turn token, stop token or stop string) or length."""
+    """stop (end-of-turn token, stop token or stop string) or length; abort or repetition when a finish
+    fault (ServerConfig.finish_faults) ends the request instead."""
     stop_reason: str | int | None = None
     """The matched stop string or stop token id; None for end-of-turn or length."""
     text: str = ""

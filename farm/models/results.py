@@ -68,6 +68,11 @@ class StageError(BaseModel):
     type: str
     message: str
 
+    @classmethod
+    def of(cls, stage: str, exc: BaseException) -> StageError:
+        """The error an exception ends `stage` with (its class name and message, bounded)."""
+        return cls(stage=stage, type=type(exc).__name__, message=str(exc)[:2000])
+
 
 class Timings(BaseModel):
     """Seconds. `queued` is time waiting in queues; it never counts against a job's budget."""

@@ -16,7 +16,8 @@ TOKEN_COOKIE = "farm_token"
 
 
 def _expected(request: Request) -> str | None:
-    return request.app.state.farm.settings.api_token
+    token: str | None = request.app.state.farm.settings.api_token
+    return token
 
 
 async def require_ui_token(request: Request) -> None:

@@ -8,12 +8,13 @@ pulls only the reward and the error class out of the stored result instead of sh
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from farm import keys
+from farm.text import as_text_or_none as _s
 
 CHUNK = 200
 SCAN_BUDGET = 2000
@@ -104,12 +105,6 @@ class JobPage(BaseModel):
     """Jobs in the index (ZCARD, O(1))."""
 
 
-def _s(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _f(value: Any) -> float:
     text = _s(value)
     return float(text) if text else 0.0
@@ -162,8 +157,9 @@ async def job_page(
     top: str = "+inf" if cursor is None else f"({cursor!r}"
     next_cursor: float | None = None
     while len(rows) < page_size and scanned < SCAN_BUDGET:
-        chunk = await client.zrevrangebyscore(
-            keys.JOBS_INDEX, top, "-inf", start=0, num=CHUNK, withscores=True
+        chunk = cast(
+            list[tuple[bytes | str, float]],
+            await client.zrevrangebyscore(keys.JOBS_INDEX, top, "-inf", start=0, num=CHUNK, withscores=True),
         )
         if not chunk:
             next_cursor = None

@@ -8,6 +8,7 @@ from farm import keys
 from farm.api.management import status
 from farm.api.state import FarmState
 from farm.models.results import STAGES
+from farm.text import as_text as _s
 from farm.ui.index import recent_rows
 
 FAILED_STATES = ("failed", "timeout")
@@ -46,7 +47,3 @@ async def live_snapshot(farm: FarmState) -> dict[str, Any]:
 def _mean(stats: dict[str, float], stage: str) -> float | None:
     n = stats.get(f"stage_count:{stage}", 0)
     return stats.get(f"stage_seconds_sum:{stage}", 0.0) / n if n else None
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from farm import keys
 from farm.models.results import JobResult, Trace
+from farm.text import as_text
 
 STAGES = ("queued", "init", "run", "eval")
 
@@ -66,7 +67,7 @@ async def pending_view(client: aioredis.Redis, job_id: str) -> JobView | None:
         return None
     handler = json.loads(fields[0]).get("handler", "?")
     times = [(stage, float(raw or 0.0)) for stage, raw in zip(STAGES, fields[2:], strict=True)]
-    state = fields[1].decode() if isinstance(fields[1], bytes) else str(fields[1] or "queued")
+    state = as_text(fields[1] or "queued")
     return JobView(
         job_id=job_id,
         state=state,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import MutableMapping
+from typing import Any
 
 from fastapi import HTTPException, Request
 from starlette.responses import JSONResponse
@@ -45,7 +47,7 @@ class BodySizeLimit:
             return
         seen = 0
 
-        async def limited() -> dict:
+        async def limited() -> MutableMapping[str, Any]:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":

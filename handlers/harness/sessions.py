@@ -5,12 +5,12 @@ that meet no gateway or a 5xx are retried with backoff for up to RETRY_WINDOW_S,
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 
 from farm.models.results import Trace
+from farm.retry import within
 from farm.settings import get_settings
 
 RETRY_WINDOW_S = 30.0
@@ -19,6 +19,10 @@ RETRY_WINDOW_S = 30.0
 
 class GatewayUnavailable(RuntimeError):
     pass
+
+
+class _GatewayTrouble(Exception):
+    """No answer or a 5xx: retried within RETRY_WINDOW_S."""
 
 
 class GatewaySessions:
@@ -39,26 +43,23 @@ class GatewaySessions:
         self.close()
 
     def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        url = f"{self.base}{path}"
-        problem = ""
-        deadline = time.monotonic() + RETRY_WINDOW_S
-        attempt = 0
-        while attempt == 0 or time.monotonic() < deadline:
-            try:
-                response = self.http.post(url, json=body or {})
-            except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code < 500:
-                    if response.status_code >= 400:
-                        raise GatewayUnavailable(
-                            f"POST {url}: HTTP {response.status_code}: {response.text[:500]}"
-                        )
-                    return response.json()
-                problem = f"HTTP {response.status_code}: {response.text[:300]}"
-            time.sleep(min(0.2 * 2**attempt, 2.0, max(deadline - time.monotonic(), 0.0)))
-            attempt += 1
-        raise GatewayUnavailable(f"the model gateway at {self.base} did not answer POST {path}: {problem}")
+        try:
+            return within(_GatewayTrouble, RETRY_WINDOW_S)(self._post_once, f"{self.base}{path}", body)
+        except _GatewayTrouble as exc:
+            raise GatewayUnavailable(
+                f"the model gateway at {self.base} did not answer POST {path}: {exc}"
+            ) from None
+
+    def _post_once(self, url: str, body: dict[str, Any] | None) -> Any:
+        try:
+            response = self.http.post(url, json=body or {})
+        except httpx.TransportError as exc:
+            raise _GatewayTrouble(f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 500:
+            raise _GatewayTrouble(f"HTTP {response.status_code}: {response.text[:300]}")
+        if response.status_code >= 400:
+            raise GatewayUnavailable(f"POST {url}: HTTP {response.status_code}: {response.text[:500]}")
+        return response.json()
 
     def create(self, task_id: str | None, metadata: dict[str, Any]) -> tuple[str, str]:
         """(session id, base URL) of a new session."""

@@ -21,7 +21,9 @@ if [[ "$FARM_LLM_ENGINE" == vllm ]]; then
     # Tool calls for the gateway and logprobs as sampled (after temperature), as in compose/.
     : "${FARM_LLM_ARGS:=--enable-auto-tool-choice --tool-call-parser hermes --logprobs-mode processed_logprobs}"
 else
-    : "${FARM_LLM_ARGS:=}"
+    # Tool calls for the gateway in the Qwen/Hermes <tool_call> format (SGLang's parser of that name);
+    # set FARM_LLM_ARGS for another model family (mistral, deepseekv3, ...).
+    : "${FARM_LLM_ARGS:=--tool-call-parser qwen25}"
 fi
 
 HOST="${FARM_LLM_HOST:-$(hostname -f)}"
@@ -56,9 +58,12 @@ server_command() {
     esac
 }
 
-# The address the farm stores (both engines serve their OpenAI routes under /v1, which the gateway uses;
-# the farm's token-in/token-out calls go to SGLang's /generate at the root), and the URL that answers
-# 200 once the server can generate (both engines have /health at the root).
+# The address the farm stores, as add_llm_server documents it (docs/CONTRACT.md): http://host:port/v1
+# for both engines, with the kind saying which protocol the farm speaks. vLLM: /v1/completions (token
+# in, token out) and /v1/chat/completions (the gateway). SGLang: /generate at the root (the farm strips
+# the /v1, farm/inference/wire.py sglang_root) and /v1/chat/completions (the gateway; it also accepts a
+# root address for kind sglang). The ready URL answers 200 once the server can generate (/health at the
+# root of both engines; /v1/models answers while the engine still loads).
 backend_address() { echo "http://$HOST:$1/v1"; }
 ready_url() { echo "http://127.0.0.1:$1/health"; }
 

@@ -83,12 +83,14 @@ def test_a_stale_run_that_fails_leaves_the_retry_its_sandbox(store: JobStore) ->
     _reap(store, "fence-2")
     retry = _take_run(store, "fence-2", "worker-b")
 
-    lifecycle._run(stale, handler, ctx)  # the agent crashes in the stale attempt after the reap
+    lifecycle._run_stage(stale, handler, ctx)  # the agent crashes in the stale attempt after the reap
     assert RecordingHandler.torn_down == []  # the retry's sandbox is still there
     record = store.get("fence-2")
     assert record is not None and not record.state.terminal  # and the stale attempt ended nothing
 
-    lifecycle._run(retry, handler, lifecycle._context(retry.record, handler, "run", lambda: None, retry))
+    lifecycle._run_stage(
+        retry, handler, lifecycle._context(retry.record, handler, "run", lambda: None, retry)
+    )
     assert RecordingHandler.torn_down == ["s"]
     record = store.get("fence-2")
     assert record is not None and record.state is JobState.failed

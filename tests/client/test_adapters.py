@@ -93,9 +93,9 @@ def test_verl_rows_rebuild_every_trace(batch: list[JobResult], pad: int) -> None
         assert out["response_mask"][row, :n].tolist() == t.loss_mask
         assert not out["response_mask"][row, n:].any()
         assert np.allclose(out["rollout_log_probs"][row, :n], t.response_logprobs)
-        assert out["rm_scores"][row].sum() == pytest.approx(sample.reward if n else 0.0)
-        if n:
-            assert out["rm_scores"][row, n - 1] == pytest.approx(sample.reward)
+        # Every sample carries its reward, an empty response's in the last column (veRL's index -1).
+        assert out["rm_scores"][row].sum() == pytest.approx(sample.reward)
+        assert out["rm_scores"][row, n - 1] == pytest.approx(sample.reward)
         assert out["uid"][row] == sample.group_id
         positions = out["position_ids"][row][attention]
         assert positions.tolist() == list(range(len(t.prompt_ids) + n))

@@ -137,11 +137,11 @@ def test_async_client_covers_the_same_calls(farm_url: str) -> None:
     async def scenario() -> None:
         async with AsyncFarmClient(farm_url) as farm:
             ids = [
-                await farm.submit(scripted(rewards=[float(i)], duration_s=0.05 * (3 - i))) for i in range(3)
+                await farm.submit(scripted(rewards=[float(i)], duration_s=0.4 * (2 - i))) for i in range(3)
             ]
             finished = [result.job_id async for result in farm.as_completed(ids, timeout_s=5)]
             assert sorted(finished) == sorted(ids)
-            assert finished[0] == ids[2]
+            assert finished[0] == ids[2]  # 0.4 s ahead of the next: completion order, not submission
             assert (await farm.process(scripted(rewards=[1.0]))).reward == 1.0
             await farm.add_llm_server("http://x:1/v1")
             assert len(await farm.llm_servers()) == 1

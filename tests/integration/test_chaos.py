@@ -58,7 +58,6 @@ def test_chaos_every_job_ends_exactly_once() -> None:
         log_dir=logs,
         env={
             "FARM_WORKDIR": str(logs / "work"),
-            "FARM_UNACKED_GRACE_S": "5",
             "FARM_STALL_GRACE_S": "5",
             "FARM_ORPHAN_GRACE_S": "2",
         },

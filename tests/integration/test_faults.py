@@ -44,7 +44,7 @@ def faulty_farm() -> Iterator[LocalFarm]:
             WorkerSpec("eval", concurrency=4),
         ],
         llm_servers=1,
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_UNACKED_GRACE_S": "3", "FARM_STALL_GRACE_S": "4"},
+        env={"FARM_WORKDIR": str(logs / "work"), "FARM_STALL_GRACE_S": "4"},
         log_dir=logs,
     )
     farm.start(timeout_s=90)

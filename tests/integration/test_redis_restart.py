@@ -31,7 +31,7 @@ def aof_farm() -> Iterator[tuple[LocalFarm, EmbeddedRedis]]:
         supervise=True,  # a worker may die on the lost connection (kombu); its supervisor restarts it
         # A message popped off its queue in the instant Redis went down is found by the sweeps:
         # short graces keep the test short (the defaults are 30 s and 60 s).
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_UNACKED_GRACE_S": "3", "FARM_STALL_GRACE_S": "5"},
+        env={"FARM_WORKDIR": str(logs / "work"), "FARM_STALL_GRACE_S": "5"},
     )
     farm.start(timeout_s=90)
     yield farm, server

@@ -6,7 +6,8 @@ import json
 
 from hypothesis import given, settings
 
-from farm.chat.family_tool_calls import ds_token, parse_deepseek, parse_mistral
+from farm.chat.families import detect_family, parse_family
+from farm.chat.family_tool_calls import MISTRAL_CALLS, ds_token, parse_deepseek, parse_mistral
 from tests.model_side.strategies import arguments
 
 
@@ -56,3 +57,24 @@ def test_deepseek_markers_are_tokens_of_deepseek_tokenizers_vocabulary() -> None
     added = {t["content"] for t in vocab["added_tokens"]}
     names = ("tool_calls_begin", "tool_calls_end", "tool_call_begin", "tool_call_end", "tool_sep")
     assert {ds_token(n) for n in names} <= added
+
+
+def test_family_detected_from_the_vocabulary() -> None:
+    from farm.chat.tokenizer import ChatTokenizer
+    from tests.templates.conftest import qwen3_dir
+
+    assert ChatTokenizer.load().family == "hermes"
+    assert ChatTokenizer.load(qwen3_dir()).family == "hermes"
+    assert detect_family(lambda text: text == MISTRAL_CALLS) == "mistral"
+    assert detect_family(lambda text: text == ds_token("tool_calls_begin")) == "deepseek"
+
+
+def test_parse_family_splits_reasoning_and_the_end_of_turn() -> None:
+    mistral = parse_family(
+        "mistral", '<think>plan</think>go[TOOL_CALLS][{"name": "f", "arguments": {}}]</s>', "</s>"
+    )
+    assert (mistral.reasoning, mistral.content, mistral.errors) == ("plan", "go", [])
+    assert [c.name for c in mistral.tool_calls] == ["f"]
+    deepseek = parse_family("deepseek", "plain answer<eos>", "<eos>")
+    assert (deepseek.content, deepseek.tool_calls) == ("plain answer", [])
+    assert parse_family("hermes", "<tool_call>\n{}\n</tool_call>", "").errors

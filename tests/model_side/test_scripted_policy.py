@@ -176,3 +176,32 @@ def test_a_script_matches_any_user_message_and_only_when_its_tools_are_offered()
     assert book.find(conversation, ["Bash", "Read"]) is for_bash
     assert book.find(conversation, ["shell"]) is generic
     assert book.find(["nothing relevant"], ["Bash"]) is None
+
+
+@pytest.mark.parametrize(
+    "source", ["mistral", "deepseek/system injected", "farm-tiny/arguments re-serialized"]
+)
+def test_the_policy_speaks_the_served_tokenizers_family(source: str) -> None:
+    """Tool calls are emitted in the tokenizer's own format, read back by the family's parser, and the
+    reference LLM's chat reply (farm/llm/formats.py) returns them as OpenAI tool_calls."""
+    from farm.chat.families import CALL_MARKERS
+    from farm.llm.formats import assistant_message
+    from tests.templates.variants import family_tokenizer
+
+    policy = _policy(family_tokenizer(source), accuracy=1.0)
+    tok = policy.tokenizer
+    messages: list[dict] = [{"role": "user", "content": "How many apples are in the basket?"}]
+    ids = tok.apply_chat_template(messages, [PYTHON_TOOL])
+    sample = policy.sample(ids, SamplingRequest(max_tokens=256, seed=1))
+    assert CALL_MARKERS[tok.family] in sample.text, sample.text
+    parsed = tok.parse_assistant(sample.text)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("python", {"code": "print(3 + 4)"})]
+    reply, finish = assistant_message(tok, sample, parse_tools=True)
+    assert finish == "tool_calls" and reply["tool_calls"][0]["function"]["name"] == "python"
+    call = parsed.tool_calls[0]
+    messages += [
+        {"role": "assistant", "content": parsed.content, "tool_calls": [call.to_openai()]},
+        {"role": "tool", "tool_call_id": call.id, "name": "python", "content": "7"},
+    ]
+    answer = policy.sample(tok.apply_chat_template(messages, [PYTHON_TOOL]), SamplingRequest(max_tokens=256))
+    assert "\\boxed{7}" in tok.parse_assistant(answer.text).content

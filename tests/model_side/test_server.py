@@ -123,14 +123,19 @@ def test_chat_endpoint_agrees_with_token_path(
 def test_context_overflow_is_classified(
     scripted_server: ServerProcess, tokenizer: ChatTokenizer, kind: str
 ) -> None:
+    """vLLM's /v1/completions admits prompt + max_tokens == window; SGLang's /generate refuses it (its
+    tokenizer_manager checks `>=`), each in its own words."""
     long_prompt = tokenizer.encode("word " * 1000)[:1000]  # the server's window is 1024
+    wording, fits = ("maximum context length is 1024", 24) if kind == "vllm" else ("length of 1024", 23)
     with BackendClient(scripted_server.address, kind) as client:  # type: ignore[arg-type]
         with pytest.raises(ContextOverflow) as info:
             client.generate(long_prompt, {"max_tokens": 100})
-        assert info.value.status == 400 and "maximum context length is 1024" in info.value.message
+        assert info.value.status == 400 and wording in info.value.message
         with pytest.raises(ContextOverflow):
             client.generate(long_prompt * 2, {"max_tokens": 1})
-        assert client.generate(long_prompt, {"max_tokens": 24}).finish_reason in ("stop", "length")
+        with pytest.raises(ContextOverflow):
+            client.generate(long_prompt, {"max_tokens": fits + 1})
+        assert client.generate(long_prompt, {"max_tokens": fits}).finish_reason in ("stop", "length")
 
 
 def test_dead_port_is_backend_unavailable() -> None:

@@ -30,3 +30,18 @@ def test_sweep_stops_only_its_own_farms_orphans(redis_client: redis.Redis, tmp_p
     finally:
         ours.stop()
         theirs.stop()
+
+
+def test_sweep_removes_a_directory_whose_starter_died_before_recording_it(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A worker SIGKILLed between making a sandbox's directory and writing its handle (seen in the chaos
+    run: an empty handle.json) leaves nothing any sweep could read; no process of it ever started."""
+    root = tmp_path / "sandboxes"
+    (root / "deadbeef0001" / "workspace").mkdir(parents=True)
+    (root / "deadbeef0001" / "handle.json").write_text("")
+    (root / "deadbeef0002" / "workspace").mkdir(parents=True)  # no handle file at all
+    store = JobStore(redis_client, 60)
+    assert sweep_orphan_sandboxes(store, root=root, grace_s=3600) == 0  # too young: maybe starting now
+    assert sweep_orphan_sandboxes(store, root=root, grace_s=0) == 2
+    assert list(root.iterdir()) == []

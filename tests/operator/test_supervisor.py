@@ -18,7 +18,7 @@ def test_a_killed_worker_is_restarted_and_costs_no_job() -> None:
     farm = LocalFarm(
         workers=[WorkerSpec("init", concurrency=2), WorkerSpec("run", concurrency=4), WorkerSpec("eval")],
         llm_args=["--token-latency-ms", "20"],  # rollouts long enough to be caught mid-run
-        env={"FARM_UNACKED_GRACE_S": "3", "FARM_STALL_GRACE_S": "5"},
+        env={"FARM_STALL_GRACE_S": "5"},
         supervise=True,
     )
     with farm, httpx.Client(base_url=farm.api_url, timeout=30) as api:

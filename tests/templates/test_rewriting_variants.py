@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from farm.agent.conversation import TokenConversation
-from farm.chat.tokenizer import ChatTokenizer
+from farm.chat.tokenizer import ChatTokenizer, HFChatTokenizer
 from farm.chat.tool_calls import parse_assistant
 from farm.inference import Generation
 
@@ -89,7 +89,7 @@ QUESTION = [{"role": "user", "content": "Compute 3 + 4, then times 5."}]
 def tokenizer_with(template: str) -> ChatTokenizer:
     hf = copy.deepcopy(ChatTokenizer.load().hf)
     hf.chat_template = template
-    return ChatTokenizer(hf, "farm-tiny-variant")
+    return HFChatTokenizer(hf, "farm-tiny-variant")
 
 
 def sampled_turn(tokenizer: ChatTokenizer, reasoning: str, code: str) -> tuple[Generation, dict[str, Any]]:

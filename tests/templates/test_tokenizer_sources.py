@@ -1,4 +1,5 @@
-"""FARM_TOKENIZER names a directory or an installed package's tokenizer (`pkg:<module>`)."""
+"""FARM_TOKENIZER names a directory, an installed package's tokenizer (`pkg:<module>`) or one that
+mistral-common ships (`mistral:<name>`)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,15 @@ def test_a_package_names_the_directory_of_its_tokenizer() -> None:
 def test_a_package_without_a_tokenizer_is_named_in_the_error(value: str) -> None:
     with pytest.raises(ValueError, match=value.removeprefix("pkg:")):
         resolve_tokenizer_dir(value)
+
+
+def test_mistral_names_a_tokenizer_mistral_common_ships() -> None:
+    tokenizer = ChatTokenizer.load("mistral:v3-tekken")
+    assert ChatTokenizer.load("mistral:v3-tekken") is tokenizer
+    assert (tokenizer.family, tokenizer.eot_token, tokenizer.name) == ("mistral", "</s>", "mistral:v3-tekken")
+    text = "[INST]What is 2+3?[/INST][TOOL_CALLS]é漢</s>"
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    [calls] = tokenizer.encode("[TOOL_CALLS]")  # control tokens are single ids, as the encoder writes them
+    assert tokenizer.is_special(calls) and tokenizer.hf.convert_ids_to_tokens([calls]) == ["[TOOL_CALLS]"]
+    with pytest.raises(ValueError, match="v3-tekken"):
+        ChatTokenizer.load("mistral:no_such_tokenizer.json")

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from farm.chat.chatml import ParsedConversation, parse_chatml
+from farm.chat.chatml import ParsedConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.llm.policies.scripts import Script, ScriptBook, Step
 from farm.llm.sampling import Sample, SamplingRequest, StopChecker
@@ -51,7 +51,7 @@ class ScriptedPolicy:
         self._rng_lock = threading.Lock()
 
     def sample(self, prompt_ids: list[int], sampling: SamplingRequest) -> Sample:
-        conversation = parse_chatml(self.tokenizer.decode(prompt_ids))
+        conversation = self.tokenizer.parse_prompt(self.tokenizer.decode(prompt_ids))
         turn = self.next_turn(conversation, sampling.seed)
         text = self.tokenizer.assistant_text(turn.message)
         if conversation.open_text and text.startswith(conversation.open_text):

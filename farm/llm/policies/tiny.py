@@ -19,7 +19,7 @@ from farm.llm.sampling import Sample, SamplingRequest, StopChecker
 
 def _import_torch() -> Any:
     try:
-        import torch
+        import torch  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
         raise RuntimeError(
             "the `tiny` policy needs torch: pip install 'rollout-farm[model]' (torch==2.13.0, CPU wheel)"
@@ -52,7 +52,7 @@ class TinyPolicy:
             pad_token_id=tokenizer.hf.pad_token_id,
             tie_word_embeddings=True,
         )
-        self.model = LlamaForCausalLM(config).eval()
+        self.model = LlamaForCausalLM(config).eval()  # type: ignore[no-untyped-call,unused-ignore]
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
 

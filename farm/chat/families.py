@@ -1,0 +1,62 @@
+"""Tool-call families: which format a tokenizer's model writes its tool calls in, detected from the
+tokenizer's vocabulary, and the parser for that format.
+
+- `hermes`: Qwen / Hermes `<tool_call>{json}</tool_call>` (farm/chat/tool_calls.py; the shipped tokenizer);
+- `mistral`: `[TOOL_CALLS]` (farm/chat/family_tool_calls.py parse_mistral);
+- `deepseek`: `<|tool_calls_begin|>...`, full-width (farm/chat/family_tool_calls.py parse_deepseek).
+
+Every family's answer may open with a `<think>` block (Qwen3, DeepSeek-R1, Magistral), parsed into
+`reasoning` the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from farm.chat.family_tool_calls import DS_BEGIN, MISTRAL_CALLS, ds_token, parse_deepseek, parse_mistral
+from farm.chat.tool_calls import (
+    TOOL_CALL_OPEN,
+    ParsedAssistant,
+    ToolCall,
+    parse_assistant,
+    split_reasoning,
+)
+
+Family = Literal["hermes", "mistral", "deepseek"]
+FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek")
+
+CALL_MARKERS: dict[Family, str] = {"hermes": TOOL_CALL_OPEN, "mistral": MISTRAL_CALLS, "deepseek": DS_BEGIN}
+"""The text that opens a family's tool calls; those of mistral and deepseek are single special tokens."""
+_MARKERS: tuple[tuple[str, Family], ...] = ((MISTRAL_CALLS, "mistral"), (DS_BEGIN, "deepseek"))
+"""A special token only that family's vocabulary has, checked in order; none of them means hermes."""
+
+_Splitter = Callable[[str], tuple[str, list[ToolCall], list[str]]]
+_SPLITTERS: dict[Family, _Splitter] = {"mistral": parse_mistral, "deepseek": parse_deepseek}
+
+
+def detect_family(is_single_token: Callable[[str], bool]) -> Family:
+    """The family whose tool-call marker is one token of the vocabulary (`is_single_token(text)`)."""
+    for marker, family in _MARKERS:
+        if is_single_token(marker):
+            return family
+    return "hermes"
+
+
+def parse_family(family: Family, text: str, eot: str) -> ParsedAssistant:
+    """Parse one sampled assistant turn (with or without its end-of-turn text `eot`) in `family`'s format."""
+    if family == "hermes":
+        return parse_assistant(text, eot)
+    if eot and text.endswith(eot):
+        text = text[: -len(eot)]
+    reasoning, text = split_reasoning(text)
+    content, calls, errors = _SPLITTERS[family](text)
+    return ParsedAssistant(content=content.strip(), tool_calls=calls, errors=errors, reasoning=reasoning)
+
+
+CALL_HINTS: dict[Family, str] = {
+    "hermes": '<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
+    "mistral": '[TOOL_CALLS][{"name": ..., "arguments": {...}}]',
+    "deepseek": f"{DS_BEGIN}...function{ds_token('tool_sep')}NAME with the arguments in a ```json block",
+}
+"""How a call of each family looks, for the agent loop's feedback on a call it could not parse."""

@@ -1,0 +1,144 @@
+"""Read a rendered prompt back into OpenAI-style messages, in each tool-call family's layout.
+
+The reference LLM server gets only token ids; its scripted policy decodes them and reads the conversation
+with `parse_prompt`. Hermes prompts are ChatML (farm/chat/chatml.py). The other layouts:
+
+- DeepSeek V3/R1 (the layout of DeepSeek-V3's chat template, deepseek-ai/DeepSeek-V3
+  tokenizer_config.json; tokens written here with ASCII bars and underscores): BOS, the system text,
+  then `<|User|>text`, `<|Assistant|>text<|end_of_sentence|>`, tool results as
+  `<|tool_outputs_begin|><|tool_output_begin|>text<|tool_output_end|>...<|tool_outputs_end|>`
+  after which the next assistant turn follows with no `<|Assistant|>` of its own.
+- Mistral (mistral-common's InstructTokenizerV3, mistral_common/tokens/tokenizers/instruct.py):
+  `<s>`, `[AVAILABLE_TOOLS]json[/AVAILABLE_TOOLS]` before the last user turn, `[INST]text[/INST]`,
+  the answer then `</s>`, tool results as `[TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from farm.chat.chatml import ParsedConversation, parse_chatml
+from farm.chat.families import Family, parse_family
+from farm.chat.family_tool_calls import ds_token
+
+DS_BOS, DS_EOS = ds_token("begin_of_sentence"), ds_token("end_of_sentence")
+DS_USER, DS_ASSISTANT = "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"
+DS_OUTPUTS = (ds_token("tool_outputs_begin"), ds_token("tool_outputs_end"))
+DS_OUTPUT = (ds_token("tool_output_begin"), ds_token("tool_output_end"))
+M_BOS, M_EOS = "<s>", "</s>"
+M_INST = ("[INST]", "[/INST]")
+M_TOOLS = ("[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]")
+M_RESULTS = ("[TOOL_RESULTS]", "[/TOOL_RESULTS]")
+_DS_TOOL_NAME = re.compile(r"^### (\S+)$", re.MULTILINE)
+
+
+def parse_prompt(family: Family, text: str) -> ParsedConversation:
+    if family == "deepseek":
+        return parse_deepseek_prompt(text)
+    if family == "mistral":
+        return parse_mistral_prompt(text)
+    return parse_chatml(text)
+
+
+def _assistant(family: Family, body: str, eos: str) -> dict[str, Any]:
+    answer = parse_family(family, body, eos)
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    if answer.tool_calls:
+        message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
+    if answer.reasoning is not None:
+        message["reasoning_content"] = answer.reasoning
+    return message
+
+
+def _until(text: str, end: str) -> tuple[str, bool, str]:
+    inside, found, rest = text.partition(end)
+    return inside, bool(found), rest
+
+
+def _open_answer(parsed: ParsedConversation, rest: str, eos: str, family: Family) -> str:
+    """An assistant answer at `rest`: a message if closed by `eos`, else the open generation turn."""
+    body, closed, rest = _until(rest, eos)
+    if closed:
+        parsed.messages.append(_assistant(family, body, eos))
+    else:
+        parsed.open_role, parsed.open_text = "assistant", body
+    return rest
+
+
+def parse_deepseek_prompt(text: str) -> ParsedConversation:
+    parsed = ParsedConversation()
+    rest = text.removeprefix(DS_BOS)
+    system, _, rest = rest.partition(DS_USER)
+    rest = DS_USER + rest if _ else ""
+    if system:
+        head, tools_found, section = system.partition("## Tools")
+        if tools_found:
+            names = _DS_TOOL_NAME.findall(section)
+            parsed.tools = [{"type": "function", "function": {"name": name}} for name in names]
+        if head.strip():
+            parsed.messages.append({"role": "system", "content": head.strip()})
+    while rest:
+        if rest.startswith(DS_USER):
+            cut = [i for i in (rest.find(DS_ASSISTANT), rest.find(DS_OUTPUTS[0])) if i > 0]
+            end = min(cut) if cut else len(rest)
+            parsed.messages.append({"role": "user", "content": rest[len(DS_USER) : end]})
+            rest = rest[end:]
+        elif rest.startswith(DS_ASSISTANT):
+            rest = _open_answer(parsed, rest[len(DS_ASSISTANT) :], DS_EOS, "deepseek")
+        elif rest.startswith(DS_OUTPUTS[0]):
+            outputs, _, rest = _until(rest[len(DS_OUTPUTS[0]) :], DS_OUTPUTS[1])
+            for chunk in outputs.split(DS_OUTPUT[0])[1:]:
+                parsed.messages.append({"role": "tool", "content": chunk.partition(DS_OUTPUT[1])[0]})
+            if not rest.startswith((DS_USER, DS_ASSISTANT, DS_OUTPUTS[0])):
+                rest = _open_answer(parsed, rest, DS_EOS, "deepseek")
+        else:  # text outside any turn: keep it visible rather than drop it
+            parsed.messages.append({"role": "user", "content": rest})
+            break
+    return parsed
+
+
+def parse_mistral_prompt(text: str) -> ParsedConversation:
+    parsed = ParsedConversation()
+    rest = text.removeprefix(M_BOS)
+    while rest:
+        if rest.startswith(M_TOOLS[0]):
+            section, _, rest = _until(rest[len(M_TOOLS[0]) :], M_TOOLS[1])
+            parsed.tools = _json_list(section)
+        elif rest.startswith(M_INST[0]):
+            content, _, rest = _until(rest[len(M_INST[0]) :], M_INST[1])
+            parsed.messages.append({"role": "user", "content": content})
+            rest = _answer_unless_marker(parsed, rest)
+        elif rest.startswith(M_RESULTS[0]):
+            result, _, rest = _until(rest[len(M_RESULTS[0]) :], M_RESULTS[1])
+            parsed.messages.append({"role": "tool", "content": _tool_result(result)})
+            rest = _answer_unless_marker(parsed, rest)
+        else:
+            parsed.messages.append({"role": "user", "content": rest})
+            break
+    return parsed
+
+
+def _answer_unless_marker(parsed: ParsedConversation, rest: str) -> str:
+    if rest.startswith((M_TOOLS[0], M_INST[0], M_RESULTS[0])):
+        return rest
+    return _open_answer(parsed, rest, M_EOS, "mistral")
+
+
+def _json_list(section: str) -> list[dict[str, Any]]:
+    try:
+        items = json.loads(section)
+    except json.JSONDecodeError:
+        return []
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def _tool_result(raw: str) -> str:
+    """The `content` of mistral-common's result object (it JSON-decodes content that is JSON)."""
+    try:
+        payload = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    content = payload.get("content", raw) if isinstance(payload, dict) else raw
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)

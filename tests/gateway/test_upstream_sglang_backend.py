@@ -1,0 +1,87 @@
+"""The gateway in front of a reference server that behaves like SGLang (`farm llm serve --emulate sglang`),
+registered in the farm's pool as kind "sglang" at its root address: traces stay token-faithful."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import redis
+
+from farm.chat.tokenizer import ChatTokenizer
+from farm.embedded_redis import EmbeddedRedis, free_port
+from farm.pool import BackendPool
+from tests.gateway.conftest import _spawn, _stop, start_gateway
+from tests.gateway.test_reference_backend import TOOLS
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sglang_gateway(redis_server: EmbeddedRedis) -> Iterator[str]:
+    port = free_port()
+    args = ["-m", "farm.llm", "serve", "--policy", "scripted", "--emulate", "sglang", "--port", str(port)]
+    llm = _spawn(args, f"http://127.0.0.1:{port}/health")
+    db = redis_server.url.rsplit("/", 1)[0] + "/4"
+    client = redis.Redis.from_url(db)
+    client.flushdb()
+    BackendPool(client).add(f"http://127.0.0.1:{port}", kind="sglang")
+    process, url = start_gateway(db, [])
+    yield url
+    _stop(process)
+    _stop(llm)
+    client.flushdb()
+    client.close()
+
+
+def _session(gateway: str) -> tuple[str, openai.OpenAI]:
+    created = httpx.post(f"{gateway}/gateway/sessions", json={"task_id": "sgl"}).json()
+    return created["base_url"], openai.OpenAI(
+        base_url=created["base_url"] + "/v1", api_key="-", max_retries=0
+    )
+
+
+def test_multi_turn_traces_are_token_faithful(sglang_gateway: str) -> None:
+    tokenizer = ChatTokenizer.load()
+    base, client = _session(sglang_gateway)
+    messages: list[Any] = [
+        {"role": "system", "content": "You are a careful math agent."},
+        {"role": "user", "content": "What is 17 * 3? Use the tool if needed."},
+    ]
+    rendered: list[list[int]] = []
+    for turn in range(3):
+        rendered.append(tokenizer.apply_chat_template(messages, TOOLS))
+        reply = client.chat.completions.create(model="any", messages=messages, tools=TOOLS, max_tokens=64)
+        message = reply.choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        if message.tool_calls:
+            messages.append({"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "51"})
+        else:
+            messages.append({"role": "user", "content": f"Check again ({turn})."})
+    records = httpx.get(f"{base}/completions").json()
+    assert [r["prompt_ids"] for r in records] == rendered
+    for record in records:
+        assert record["response_ids"] and len(record["response_logprobs"]) == len(record["response_ids"])
+    traces = httpx.post(f"{base}/export", json={"builder": "prefix_merging"}).json()["traces"]
+    assert len(traces) == 1, [t["metadata"]["split_reason"] for t in traces]
+    trace, by_id = traces[0], {r["completion_id"]: r for r in records}
+    for segment in trace["metadata"]["segments"]:
+        record, start, n = by_id[segment["completion_id"]], segment["start"], segment["length"]
+        assert trace["prompt_ids"] + trace["response_ids"][:start] == record["prompt_ids"]
+        assert trace["response_ids"][start : start + n] == record["response_ids"]
+        assert trace["response_logprobs"][start : start + n] == record["response_logprobs"]
+
+
+def test_a_streamed_call_gets_its_ids_from_sglext(sglang_gateway: str) -> None:
+    tokenizer = ChatTokenizer.load()
+    base, client = _session(sglang_gateway)
+    messages = [{"role": "user", "content": "Say hello."}]
+    stream = client.chat.completions.create(model="any", messages=messages, max_tokens=16, stream=True)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    (record,) = httpx.get(f"{base}/completions").json()
+    assert record["prompt_ids"] == tokenizer.apply_chat_template(messages)
+    assert len(record["response_logprobs"]) == len(record["response_ids"]) > 0
+    assert tokenizer.decode(record["response_ids"]).startswith(text)

