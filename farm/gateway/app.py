@@ -416,7 +416,7 @@ async def _relay(
             time.perf_counter() - started,
         )
         runtime.keep_later(record)
-    except (GatewayError, httpx.HTTPError) as exc:
+    except (GatewayError, httpx.HTTPError, ConnectionError, TimeoutError) as exc:
         error = (
             exc
             if isinstance(exc, GatewayError)

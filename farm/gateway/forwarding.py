@@ -13,6 +13,7 @@ import httpx
 
 from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.http1 import Http1Client, UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from farm.gateway.normalized import ChatRequest
 from farm.gateway.sessions import SessionInfo
 from farm.gateway.streaming import UpstreamStream
@@ -33,7 +34,10 @@ _RETRYABLE = (
     httpx.RemoteProtocolError,
     httpx.ReadError,
     httpx.WriteError,
+    UpstreamConnectError,
+    UpstreamProtocolError,
 )
+_TIMEOUTS = (httpx.TimeoutException, UpstreamTimeout)
 
 
 @dataclass
@@ -45,9 +49,17 @@ class ForwardResult:
 
 
 class Forwarder:
-    def __init__(self, backends: BackendSource, http: httpx.AsyncClient, max_attempts: int = 3) -> None:
+    def __init__(
+        self,
+        backends: BackendSource,
+        http: httpx.AsyncClient,
+        max_attempts: int = 3,
+        fast: Http1Client | None = None,
+    ) -> None:
         self.backends = backends
         self.http = http
+        self.fast = fast
+        """The hot call's client (plain http:// backends); httpx for everything else."""
         self.max_attempts = max_attempts
         self._served: dict[str, str] = {}
         self._tasks: set[asyncio.Future[None]] = set()
@@ -136,11 +148,12 @@ class Forwarder:
             started = time.perf_counter()
             in_flight = True
             try:
-                upstream = self.http.build_request("POST", chat_url(address, backend.kind), json=body)
-                response = await self.http.send(upstream, stream=stream)
-                if stream and response.status_code >= 400:
+                response = await self._post(chat_url(address, backend.kind), body, stream)
+                if (stream or self._is_fast(address)) and response.status_code >= 400:
                     await response.aread()
                     await response.aclose()
+                elif not stream and self._is_fast(address):
+                    await response.aread()
                 if not stream or response.status_code >= 400:
                     in_flight = False
             except _RETRYABLE as exc:
@@ -148,7 +161,7 @@ class Forwarder:
                 last_problem = f"{address}: {type(exc).__name__}: {exc}"
                 await self._fail_over(session, address)
                 continue
-            except httpx.TimeoutException as exc:
+            except _TIMEOUTS as exc:
                 in_flight = False
                 raise GatewayError(ErrorKind.timeout, f"backend {address} timed out: {exc}") from exc
             finally:
@@ -170,6 +183,15 @@ class Forwarder:
         raise GatewayError(
             ErrorKind.upstream, f"all {self.max_attempts} attempts failed; last: {last_problem}"
         )
+
+    def _is_fast(self, address: str) -> bool:
+        return self.fast is not None and address.startswith("http://")
+
+    async def _post(self, url: str, body: dict[str, Any], stream: bool) -> Any:
+        """The backend's reply with its head read: an `http1.Response`, or an httpx one for https."""
+        if self.fast is not None and url.startswith("http://"):
+            return await self.fast.post_json(url, body)
+        return await self.http.send(self.http.build_request("POST", url, json=body), stream=stream)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from farm.builders.records import CompletionRecord
 from farm.gateway.backends import BackendSource
 from farm.gateway.forwarding import Forwarder
+from farm.gateway.http1 import Http1Client
 from farm.gateway.sessions import SessionNotFound, SessionStore
 from farm.redis_clients import async_redis_client
 from farm.settings import Settings, get_settings
@@ -91,13 +92,17 @@ class GatewayRuntime:
             store=SessionStore(redis, ttl_s=settings.result_ttl_s),
             backends=backends,
             http=http,
-            forwarder=Forwarder(backends, http, max_attempts=max_attempts),
+            forwarder=Forwarder(
+                backends, http, max_attempts=max_attempts, fast=Http1Client(read_timeout=upstream_timeout_s)
+            ),
             owns_redis=owns_redis,
         )
 
     async def close(self) -> None:
         await self.settle()
         await self.http.aclose()
+        if self.forwarder.fast is not None:
+            await self.forwarder.fast.aclose()
         if self.owns_redis:
             await self.redis.aclose()
 

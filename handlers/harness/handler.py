@@ -183,7 +183,7 @@ class HarnessHandler(AgentHandler):
                 if fresh is not None:
                     fresh.stop()
             artifacts["completion_count"] = gateway.end(session_id)
-            traces = gateway.export(session_id, builder, builder_config)
+            traces, failed_calls = gateway.export(session_id, builder, builder_config)
         return RunOutput(
             traces=traces,
             artifacts=artifacts,
@@ -196,6 +196,7 @@ class HarnessHandler(AgentHandler):
                 "builder": builder,
                 "completion_count": artifacts["completion_count"],
                 "exit_code": artifacts["exit_code"],
+                "failed_calls": failed_calls,
             },
         )
 

@@ -70,9 +70,13 @@ class GatewaySessions:
         """Ends the session (idempotent); returns the number of recorded completions."""
         return int(self._post(f"/sessions/{session_id}/end")["completion_count"])
 
-    def export(self, session_id: str, builder: str, config: dict[str, Any] | None = None) -> list[Trace]:
+    def export(
+        self, session_id: str, builder: str, config: dict[str, Any] | None = None
+    ) -> tuple[list[Trace], list[dict[str, Any]]]:
+        """(traces, failed model calls by class) of the session."""
         body: dict[str, Any] = {"builder": builder}
         if config:
             body["config"] = config
         answer = self._post(f"/sessions/{session_id}/export", body)
-        return [Trace.model_validate(trace) for trace in answer["traces"]]
+        traces = [Trace.model_validate(trace) for trace in answer["traces"]]
+        return traces, list(answer.get("failed_calls") or [])

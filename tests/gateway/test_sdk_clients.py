@@ -235,3 +235,28 @@ def test_google_genai_function_call_round_trip_and_stream(gateway: str, session:
         records[2]["request_messages"][-1]["tool_call_id"]
         == records[2]["request_messages"][-2]["tool_calls"][0]["id"]
     )
+
+
+def test_google_genai_default_api_version_and_both_stream_framings(
+    gateway: str, session: dict[str, str]
+) -> None:
+    """google-genai calls /v1/ unless told otherwise; alt=sse is SSE in CRLF pairs, else a JSON array."""
+    genai = pytest.importorskip("google.genai")
+    from google.genai import types
+
+    client = genai.Client(api_key="unused", http_options=types.HttpOptions(base_url=session["base_url"]))
+    assert client.models.generate_content(model="gemini-test", contents="hello").text == "echo: hello"
+    chunks = list(client.models.generate_content_stream(model="gemini-test", contents="hello v1 stream"))
+    assert "".join(c.text or "" for c in chunks) == "echo: hello v1 stream"
+    body = {"contents": [{"role": "user", "parts": [{"text": "hello framing"}]}]}
+    url = f"{session['base_url']}/v1/models/gemini-test:streamGenerateContent"
+    sse = httpx.post(url, params={"alt": "sse"}, json=body)
+    assert sse.headers["content-type"].startswith("text/event-stream")
+    events = sse.text.split("\r\n\r\n")
+    assert events[-1] == "" and all(e.startswith("data: ") for e in events[:-1])
+    array = httpx.post(url, json=body)
+    assert array.headers["content-type"].startswith("application/json")
+    streamed = [types.GenerateContentResponse.model_validate(c) for c in array.json()]
+    assert "".join(c.text or "" for c in streamed) == "echo: hello framing"
+    records = _completions(gateway, session["session_id"])
+    assert len(records) == 4 and all(r["provider"] == "google" for r in records)

@@ -19,6 +19,7 @@ from farm.gateway.providers import openai_chat as chat
 from farm.gateway.providers import openai_responses as resp
 
 OUTPUT_ITEM: TypeAdapter[Any] = TypeAdapter(openai.types.responses.ResponseOutputItem)
+STREAM_EVENT: TypeAdapter[Any] = TypeAdapter(openai.types.responses.ResponseStreamEvent)
 
 
 def _names(tools: list[dict[str, Any]]) -> list[str]:
@@ -91,8 +92,13 @@ def test_responses_native_and_namespaced_calls_answer_in_their_own_items() -> No
     assert items[1].action.command == ["ls", "-l"] and items[1].action.working_directory == "/w"
     assert items[2].action.commands == ["pwd"]
     assert items[3].operation.type == "delete_file" and items[3].operation.path == "a.py"
-    streamed = "".join(resp.render_stream(completion, request))
-    assert streamed.count("event: response.output_item.done") == 4
+    events = [
+        STREAM_EVENT.validate_json(frame.split("data: ", 1)[1])
+        for frame in resp.render_stream(completion, request)
+    ]
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [i.type for i in done] == [i.type for i in items]
+    assert events[-1].type == "response.completed"
     # The same items sent back as history, with their outputs, are the same calls for the template.
     history = [*output]
     history += [
