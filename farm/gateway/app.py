@@ -459,7 +459,7 @@ async def anthropic_messages(
 
 async def _count_tokens(
     request: Request, runtime: GatewayRuntime, session_id: str, provider: str, model: str | None
-):
+) -> Response:
     try:
         info, chat = await _parse(request, runtime, session_id, provider, model)
         count, exact = await runtime.forwarder.count_tokens(info, chat)
