@@ -370,6 +370,14 @@ async def _model_call(
     return JSONResponse(PROVIDERS[provider].render_response(reply.completion, chat))
 
 
+def _stream_error(exc: Exception) -> GatewayError:
+    if isinstance(exc, GatewayError):
+        return exc
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return GatewayError(ErrorKind.timeout, f"backend stream stalled: {exc}")
+    return GatewayError(ErrorKind.upstream, f"backend stream broke: {type(exc).__name__}: {exc}")
+
+
 async def _relay(
     runtime: GatewayRuntime,
     upstream: UpstreamStream,
@@ -417,11 +425,7 @@ async def _relay(
         )
         runtime.keep_later(record)
     except (GatewayError, httpx.HTTPError, ConnectionError, TimeoutError) as exc:
-        error = (
-            exc
-            if isinstance(exc, GatewayError)
-            else GatewayError(ErrorKind.upstream, f"backend stream broke: {type(exc).__name__}: {exc}")
-        )
+        error = _stream_error(exc)
         await _Failure(runtime, session_id, provider, completion_id, started_at).record(error, chat)
         if encoder is None:
             encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)
@@ -455,7 +459,7 @@ async def anthropic_messages(
 
 async def _count_tokens(
     request: Request, runtime: GatewayRuntime, session_id: str, provider: str, model: str | None
-):
+) -> Response:
     try:
         info, chat = await _parse(request, runtime, session_id, provider, model)
         count, exact = await runtime.forwarder.count_tokens(info, chat)

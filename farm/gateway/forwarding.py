@@ -149,11 +149,6 @@ class Forwarder:
             in_flight = True
             try:
                 response = await self._post(chat_url(address, backend.kind), body, stream)
-                if (stream or self._is_fast(address)) and response.status_code >= 400:
-                    await response.aread()
-                    await response.aclose()
-                elif not stream and self._is_fast(address):
-                    await response.aread()
                 if not stream or response.status_code >= 400:
                     in_flight = False
             except _RETRYABLE as exc:
@@ -184,14 +179,18 @@ class Forwarder:
             ErrorKind.upstream, f"all {self.max_attempts} attempts failed; last: {last_problem}"
         )
 
-    def _is_fast(self, address: str) -> bool:
-        return self.fast is not None and address.startswith("http://")
-
     async def _post(self, url: str, body: dict[str, Any], stream: bool) -> Any:
-        """The backend's reply with its head read: an `http1.Response`, or an httpx one for https."""
+        """The backend's reply (an `http1.Response`, or an httpx one for https), its body read unless it is
+        a stream that succeeded."""
+        response: Any
         if self.fast is not None and url.startswith("http://"):
-            return await self.fast.post_json(url, body)
-        return await self.http.send(self.http.build_request("POST", url, json=body), stream=stream)
+            response = await self.fast.post_json(url, body)
+        else:
+            response = await self.http.send(self.http.build_request("POST", url, json=body), stream=stream)
+        if not stream or response.status_code >= 400:
+            await response.aread()
+            await response.aclose()
+        return response
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)

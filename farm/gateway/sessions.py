@@ -138,7 +138,7 @@ class SessionStore:
     async def append_completion(self, record: CompletionRecord) -> int:
         """Append to the log; a call in flight when the session ended is still kept. Returns its index."""
         key, completions, _ = self._keys(record.session_id)
-        args = [record.model_dump_json(exclude={"reward"}), self.ttl_s, record.provider]
+        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s, record.provider]
         index = int(await self._append(keys=[key, completions, keys.STATS], args=args))
         if index < 0:
             raise SessionNotFound(record.session_id)
