@@ -13,7 +13,6 @@ import httpx
 
 from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
-from farm.gateway.http1 import Http1Client, UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from farm.gateway.normalized import ChatRequest
 from farm.gateway.sessions import SessionInfo
 from farm.gateway.streaming import UpstreamStream
@@ -24,6 +23,12 @@ from farm.gateway.upstream import (
     client_error,
     error_message,
     parse_chat_reply,
+)
+from farm.gateway.upstream_http import (
+    UpstreamClient,
+    UpstreamConnectError,
+    UpstreamProtocolError,
+    UpstreamTimeout,
 )
 from farm.models import BackendInfo
 
@@ -54,7 +59,7 @@ class Forwarder:
         backends: BackendSource,
         http: httpx.AsyncClient,
         max_attempts: int = 3,
-        fast: Http1Client | None = None,
+        fast: UpstreamClient | None = None,
     ) -> None:
         self.backends = backends
         self.http = http
@@ -180,8 +185,8 @@ class Forwarder:
         )
 
     async def _post(self, url: str, body: dict[str, Any], stream: bool) -> Any:
-        """The backend's reply (an `http1.Response`, or an httpx one for https), its body read unless it is
-        a stream that succeeded."""
+        """The backend's reply (an `upstream_http.Response`, or an httpx one for https), its body read
+        unless it is a stream that succeeded."""
         response: Any
         if self.fast is not None and url.startswith("http://"):
             response = await self.fast.post_json(url, body)

@@ -15,8 +15,8 @@ from fastapi import FastAPI, Request
 from farm.builders.records import CompletionRecord
 from farm.gateway.backends import BackendSource
 from farm.gateway.forwarding import Forwarder
-from farm.gateway.http1 import Http1Client
 from farm.gateway.sessions import SessionNotFound, SessionStore
+from farm.gateway.upstream_http import UpstreamClient
 from farm.redis_clients import async_redis_client
 from farm.settings import Settings, get_settings
 
@@ -93,7 +93,10 @@ class GatewayRuntime:
             backends=backends,
             http=http,
             forwarder=Forwarder(
-                backends, http, max_attempts=max_attempts, fast=Http1Client(read_timeout=upstream_timeout_s)
+                backends,
+                http,
+                max_attempts=max_attempts,
+                fast=UpstreamClient(read_timeout=upstream_timeout_s),
             ),
             owns_redis=owns_redis,
         )

@@ -206,5 +206,9 @@ def test_recorded_calls_are_counted_per_provider_for_metrics(
     stats = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/2")
     before = int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0)
     assert _chat(session["base_url"], "count me").status_code == 200
+    deadline = time.monotonic() + 5  # the record (and its count) is written just after the reply
+    while int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0) == before:
+        assert time.monotonic() < deadline, "the call was never counted"
+        time.sleep(0.01)
     assert int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0) == before + 1
     stats.close()

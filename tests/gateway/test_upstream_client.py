@@ -1,4 +1,4 @@
-"""The gateway's lean HTTP/1.1 client against a real backend process and real sockets."""
+"""The gateway's upstream client (aiohttp) against a real backend process and real sockets."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import httpx
 import pytest
 
 from farm.embedded_redis import free_port
-from farm.gateway.http1 import Http1Client, UpstreamConnectError, UpstreamTimeout
+from farm.gateway.upstream_http import UpstreamClient, UpstreamConnectError, UpstreamTimeout
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 
 
 async def _post_three_and_stream(base: str) -> None:
-    client = Http1Client()
+    client = UpstreamClient()
     try:
         model = httpx.get(f"{base}/models").json()["data"][0]["id"]
         for _ in range(3):
@@ -26,8 +26,6 @@ async def _post_three_and_stream(base: str) -> None:
             assert response.status_code == 200
             await response.aread()
             assert response.json()["choices"][0]["message"]["content"]
-        (idle,) = client._idle.values()
-        assert len(idle) == 1, "the keep-alive connection is reused, not one per call"
         body = {"model": model, "messages": MESSAGES, "stream": True}
         response = await client.post_json(f"{base}/chat/completions", body)
         lines = [line async for line in response.aiter_lines() if line]
@@ -35,7 +33,6 @@ async def _post_three_and_stream(base: str) -> None:
         assert lines[-1] == "data: [DONE]"
         chunks = [json.loads(line[5:]) for line in lines[:-1]]
         assert all(c["object"] == "chat.completion.chunk" for c in chunks)
-        assert len(idle) == 1
     finally:
         await client.aclose()
 
@@ -56,6 +53,34 @@ async def _with_server(
         server.close()
 
 
+def test_calls_share_one_keep_alive_connection() -> None:
+    accepted = 0
+
+    async def answer_all(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length"))  # fmt: skip
+            await reader.readexactly(length)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+
+    async def run(base: str) -> None:
+        client = UpstreamClient()
+        for _ in range(5):
+            response = await client.post_json(f"{base}/x", {"a": 1})
+            assert await response.aread() == b"{}"
+        await client.aclose()
+
+    asyncio.run(_with_server(answer_all, run))
+    assert accepted == 1, "the keep-alive connection is reused, not one per call"
+
+
 async def _answer_once_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Answers one request with a keep-alive reply, then closes the idle connection as servers do."""
     head = await reader.readuntil(b"\r\n\r\n")
@@ -69,7 +94,7 @@ async def _answer_once_then_close(reader: asyncio.StreamReader, writer: asyncio.
 
 def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
     async def run(base: str) -> None:
-        client = Http1Client()
+        client = UpstreamClient()
         for _ in range(3):
             response = await client.post_json(f"{base}/x", {"a": 1})
             assert (response.status_code, await response.aread()) == (200, b'{"ok":true}')
@@ -82,7 +107,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
 def test_refused_connection_and_silent_server() -> None:
     async def refused() -> None:
         with pytest.raises(UpstreamConnectError):
-            await Http1Client().post_json(f"http://127.0.0.1:{free_port()}/v1/x", {})
+            await UpstreamClient().post_json(f"http://127.0.0.1:{free_port()}/v1/x", {})
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read(1 << 16)
@@ -90,12 +115,12 @@ def test_refused_connection_and_silent_server() -> None:
 
     async def run(base: str) -> None:
         with pytest.raises(UpstreamTimeout):
-            await Http1Client(read_timeout=0.2).post_json(f"{base}/x", {})
+            await UpstreamClient(read_timeout=0.2).post_json(f"{base}/x", {})
 
     asyncio.run(refused())
     asyncio.run(_with_server(silent, run))
     with pytest.raises(ValueError, match="plain http"):
-        asyncio.run(Http1Client().post_json("https://example.com/v1/x", {}))
+        asyncio.run(UpstreamClient().post_json("https://example.com/v1/x", {}))
 
 
 def test_a_body_delimited_by_the_connection_closing() -> None:
@@ -107,11 +132,9 @@ def test_a_body_delimited_by_the_connection_closing() -> None:
         writer.close()
 
     async def run(base: str) -> None:
-        client = Http1Client()
+        client = UpstreamClient()
         response = await client.post_json(f"{base}/x", {})
         assert await response.aread() == b'{"done": true}'
-        assert client._idle == {
-            (base.split("//")[1].split(":")[0], int(base.rsplit(":", 1)[1].split("/")[0])): []
-        }
+        await client.aclose()
 
     asyncio.run(_with_server(close_delimited, run))
