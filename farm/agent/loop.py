@@ -163,6 +163,8 @@ def _take_turn(turn: _Turn, episode: Episode) -> bool:
 
 def _assistant_message(parsed: ParsedAssistant) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+    if parsed.reasoning is not None:
+        message["reasoning_content"] = parsed.reasoning
     if parsed.tool_calls:
         message["tool_calls"] = [
             {

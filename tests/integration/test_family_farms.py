@@ -90,3 +90,8 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
         if instance is thinking and tokenizer.family != "mistral":  # Mistral v3 has no reasoning
             sampled = [t for t, m in zip(trace.response_ids, trace.loss_mask, strict=True) if m]
             assert tokenizer.decode(sampled).count("</think>") == 2, tokenizer.decode(sampled)
+            assert trace.response_messages[0]["reasoning_content"] == "Multiply, then subtract."
+            if tokenizer.name.endswith("reasoning-dropped"):  # a re-render would have lost both <think>s
+                history = [*trace.prompt_messages, *trace.response_messages]
+                rendered = tokenizer.render(history[:-1], trace.tools, add_generation_prompt=True)
+                assert "</think>" not in rendered

@@ -3,7 +3,8 @@ to, over two vocabularies: the shipped farm-tiny (ChatML layout, Hermes tool cal
 (which ships no template; these lay the conversation out as DeepSeek-V3's template does, with DeepSeek's
 tool-call tokens). Each variant is one of the four rewrites:
 
-- `reasoning dropped`: only assistant turns after the last user turn keep their reasoning (Qwen3, V3.1);
+- `reasoning dropped`: only a final assistant turn keeps its reasoning, earlier ones lose it (DeepSeek-R1;
+  Qwen3 does it for turns before the last user message);
 - `date header`: a clock line rendered into the system prompt on every call (Llama 3-style date headers),
   to the microsecond so two renders always differ;
 - `arguments re-serialized`: tool-call arguments run through `tojson` again (a string becomes a quoted
@@ -38,9 +39,7 @@ ARGS = {
     " else c.function.arguments | tojson)",
     "arguments re-serialized": "(c.function.arguments | tojson(indent=2))",
 }
-PREAMBLE = """{%- set ns = namespace(last_user=-1, is_tool=false) -%}
-{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}
-{%- endfor -%}"""
+PREAMBLE = "{%- set ns = namespace(is_tool=false) -%}"
 REASONING = """{%- if (KEEP) and m.reasoning_content -%}
 {{- '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' -}}
 {%- endif -%}"""
@@ -127,7 +126,7 @@ def template(vocabulary: str, rewrite: str) -> str:
     text = PREAMBLE + (CHATML if vocabulary == "farm-tiny" else DEEPSEEK)
     for name, token in _DS_TOKENS.items():
         text = text.replace(f"[{name}]", token)
-    keep = "loop.index0 > ns.last_user" if rewrite == "reasoning dropped" else "true"
+    keep = "loop.last" if rewrite == "reasoning dropped" else "true"
     text = text.replace("REASONING", REASONING.replace("KEEP", keep))
     text = text.replace("ARGS", ARGS.get(rewrite, ARGS["as sampled"]))
     text = text.replace("DATED", "true" if rewrite == "date header" else "false")
