@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
-_CONTEXT_OVERFLOW = re.compile(
-    r"maximum context length|context length|max_model_len|maximum model length|prompt is too long|"
-    r"too many tokens|input tokens exceed|exceeds the maximum",
-    re.IGNORECASE,
-)
+from farm.inference.errors import is_context_overflow
+
+__all__ = ["ErrorKind", "GatewayError", "context_overflow_from", "is_context_overflow"]
 
 
 class ErrorKind(StrEnum):
@@ -53,10 +51,6 @@ class GatewayError(Exception):
     @property
     def status(self) -> int:
         return _STATUS[self.kind]
-
-
-def is_context_overflow(message: str) -> bool:
-    return bool(_CONTEXT_OVERFLOW.search(message))
 
 
 def context_overflow_from(message: str) -> GatewayError:

@@ -30,6 +30,7 @@ from farm.gateway.upstream_http import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
+from farm.inference.errors import retryable_status
 from farm.models import BackendInfo
 
 # Transport failures after which another backend is tried (the request never produced a completion).
@@ -169,7 +170,7 @@ class Forwarder:
                 await call_started
                 if not in_flight:
                     self._in_background(self.backends.call_finished(address))
-            if response.status_code >= 500:
+            if retryable_status(response.status_code):  # the one classifier (farm/inference/errors.py)
                 last_problem = f"{address}: HTTP {response.status_code}: {response.text[:500]}"
                 await self._fail_over(session, address)
                 continue
