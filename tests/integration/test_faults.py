@@ -26,6 +26,7 @@ from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from tests.api.backend_server import GOOD, MisbehavingBackend
 from tests.integration.jobs import submit, wait_state
+from tests.integration.task_events import TaskEvents
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # fault injection: the CI slow step
 
@@ -114,22 +115,25 @@ def send_stage(farm: LocalFarm, job_id: str, stage: str, task_id: str) -> None:
 
 
 def test_a_duplicate_delivery_never_runs_a_stage_twice(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
-    job_id = submit(fapi, {"handler": "noop", "run_s": 2})
-    assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
-    token = job_fields(faulty_farm, job_id)["lease_token"]
-    # What a visibility-timeout redelivery would do: the same stage again while it runs.
-    send_stage(faulty_farm, job_id, "run", f"{job_id}.run.dup")
-    result = wait_state(fapi, job_id, {"done", "failed"}, 20)
-    assert result.state is JobState.done
-    assert result.timings.run == pytest.approx(2.0, abs=0.6)  # ran once, not twice
-    fields = job_fields(faulty_farm, job_id)
-    assert int(fields["attempt"]) == int(token) + 1  # only the eval attempt followed
-    finished = json.loads(fields["result"])["metadata"]["finished_at"]
-    # ... and after the job ended: refused at the door, nothing rewritten.
-    for stage in ("run", "eval"):
-        send_stage(faulty_farm, job_id, stage, f"{job_id}.{stage}.late")
-    time.sleep(1.0)
-    assert json.loads(job_fields(faulty_farm, job_id)["result"])["metadata"]["finished_at"] == finished
+    with TaskEvents(faulty_farm.redis_url) as events:
+        job_id = submit(fapi, {"handler": "noop", "run_s": 2})
+        assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
+        token = job_fields(faulty_farm, job_id)["lease_token"]
+        # What a visibility-timeout redelivery would do: the same stage again while it runs.
+        send_stage(faulty_farm, job_id, "run", f"{job_id}.run.dup")
+        assert events.ended({f"{job_id}.run.dup"}, 10) == {f"{job_id}.run.dup": "task-succeeded"}
+        assert job_fields(faulty_farm, job_id)["state"] == "run"  # it was turned away while the stage ran
+        result = wait_state(fapi, job_id, {"done", "failed"}, 20)
+        assert result.state is JobState.done
+        assert result.timings.run == pytest.approx(2.0, abs=0.6)  # ran once, not twice
+        fields = job_fields(faulty_farm, job_id)
+        assert int(fields["attempt"]) == int(token) + 1  # only the eval attempt followed
+        # ... and after the job ended: taken, refused at the door, nothing rewritten.
+        late = {stage: f"{job_id}.{stage}.late" for stage in ("run", "eval")}
+        for stage, task_id in late.items():
+            send_stage(faulty_farm, job_id, stage, task_id)
+        assert events.ended(set(late.values()), 10) == dict.fromkeys(late.values(), "task-succeeded")
+    assert job_fields(faulty_farm, job_id) == fields
 
 
 def test_sigterm_gives_the_stage_back_and_the_worker_exits_promptly(
