@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 
 from farm.embedded_redis import free_port
+from tests.waiting import wait_until
 
 GOOD = {
     "choices": [
@@ -73,7 +73,7 @@ class MisbehavingBackend:
         if b.mode == "hang":
             b.open_calls += 1
             try:
-                await asyncio.sleep(3600)
+                await asyncio.sleep(3600)  # the scenario: a backend that never answers
             finally:
                 b.open_calls -= 1
         if b.mode == "drip":
@@ -85,17 +85,13 @@ class MisbehavingBackend:
         try:
             for i in range(len(body)):
                 yield body[i : i + 1]
-                await asyncio.sleep(self.behaviour.drip_s)
+                await asyncio.sleep(self.behaviour.drip_s)  # the scenario: a byte per drip_s
         finally:
             self.behaviour.open_calls -= 1
 
     def __enter__(self) -> MisbehavingBackend:
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the misbehaving backend did not start")
-            time.sleep(0.01)
+        wait_until(lambda: self.server.started, 10, what="the misbehaving backend to start")
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -26,6 +26,7 @@ from farm.inference import (
     wire,
 )
 from tests.api.backend_server import GOOD, MisbehavingBackend
+from tests.waiting import wait_until
 
 
 def _choice(**changes: Any) -> dict[str, Any]:
@@ -168,10 +169,8 @@ def test_cancel_interrupts_a_call_in_flight_within_a_second(backend: Misbehaving
     assert time.monotonic() - fired[0] < 1.0
     # the abandoned call lets go of the backend too (at its next chunk; a hang ends with the budget)
     if mode == "drip":
-        deadline = time.monotonic() + 2
-        while backend.behaviour.open_calls and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert backend.behaviour.open_calls == 0
+        calls = backend.behaviour
+        wait_until(lambda: calls.open_calls, 2, accept=lambda n: n == 0, what="no open call")
 
 
 def test_redirects_are_never_followed(backend: MisbehavingBackend) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-import time
 from collections.abc import Callable
 
 import httpx
@@ -16,18 +15,17 @@ import redis
 
 from farm import keys
 from farm.launcher import LocalFarm
+from tests.waiting import wait_until
 
 
 def _wait_up(farm: LocalFarm) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{farm.api_url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError("the API did not come back")
+    wait_until(
+        lambda: httpx.get(f"{farm.api_url}/healthz", timeout=1).status_code == 200,
+        20,
+        interval_s=0.05,
+        ignore=(httpx.TransportError,),
+        what="the API to come back",
+    )
 
 
 def _sessions_of(r: redis.Redis, task_id: str) -> int:
@@ -47,10 +45,8 @@ def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Calla
 
     sender = threading.Thread(target=submit)
     sender.start()
-    deadline = time.monotonic() + 20
-    while r.scard(keys.ACTIVE_JOBS) - before < 40:
-        assert time.monotonic() < deadline, "the submission never started"
-        time.sleep(0.002)
+    # polled tightly: the kill must land while the 1024 sessions are still being created
+    wait_until(lambda: r.scard(keys.ACTIVE_JOBS) - before >= 40, 20, interval_s=0.002, what="the submission")
     farm.kill("api", signal.SIGKILL)
     sender.join(30)
     created = _sessions_of(r, "t-crash-1024")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from containers import limits_host as host_limits
 from containers.local import LocalRuntime
 from containers.procs import CGROUP_PARENT
 from containers.spec import SandboxSpec
+from tests.waiting import wait_until
 
 from .conftest import sandbox_processes
 
@@ -50,18 +50,19 @@ def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> 
     assert [p.name for p in runtime.root.iterdir() if not p.name.startswith(".")] == []
     assert _cgroups_left(ids) == []
     assert str(runtime.root) not in Path("/proc/self/mountinfo").read_text()
-    assert _processes_running(b"sleep\x00" + duration.encode(), within_s=5.0) == []
+    _wait_none_running(b"sleep\x00" + duration.encode(), within_s=5.0)
 
 
-def _processes_running(cmdline_prefix: bytes, within_s: float) -> list[Path]:
-    """Processes whose command line starts with the prefix, once none is left or `within_s` has passed
-    (a process killed a moment ago may still be on its way out of /proc on a loaded machine)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        found = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith(cmdline_prefix)]
-        if not found or time.monotonic() >= deadline:
-            return found
-        time.sleep(0.05)
+def _wait_none_running(cmdline_prefix: bytes, within_s: float) -> None:
+    """No process's command line starts with the prefix (a process killed a moment ago may still be on
+    its way out of /proc on a loaded machine)."""
+    wait_until(
+        lambda: [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith(cmdline_prefix)],
+        within_s,
+        accept=lambda found: found == [],
+        interval_s=0.05,
+        what=f"no process running {cmdline_prefix!r}",
+    )
 
 
 def _cmdline(proc: Path) -> bytes:
@@ -85,10 +86,5 @@ def test_a_dead_starter_does_not_leak_a_die_with_parent_sandbox(tmp_path: Path) 
     repo = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, timeout=60)
     init_pid = int(out.stdout.split()[0])
-    import time
-
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{init_pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not Path(f"/proc/{init_pid}").exists()
+    wait_until(lambda: not Path(f"/proc/{init_pid}").exists(), 5, what=f"the sandbox's init {init_pid} gone")
     assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith(b"sleep\x00301")]

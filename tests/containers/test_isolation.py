@@ -7,7 +7,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
+from tests.waiting import wait_until
 
 from .conftest import namespace_processes, sandbox_processes
 
@@ -99,10 +99,8 @@ def test_fork_bomb_is_contained_and_the_sandbox_stops_cleanly(
     sandbox.stop()
     assert not Path(sandbox.info.sandbox_dir).exists()
     assert sandbox_processes(Path(sandbox.info.sandbox_dir)) == []
-    deadline = time.monotonic() + 5  # killed processes may linger a moment as zombies until reaped
-    while namespace_processes(pidns) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert namespace_processes(pidns) == []
+    # killed processes may linger a moment as zombies until reaped
+    wait_until(lambda: namespace_processes(pidns), 5, accept=lambda left: left == [], what="no process left")
 
 
 def test_memory_hog_is_contained(runtime: LocalRuntime) -> None:

@@ -17,6 +17,7 @@ from containers.errors import ExecServerError
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +83,7 @@ def test_cancel_during_a_long_command_returns_fast_and_kills_it(sandbox: Sandbox
         target=lambda: results.append(sandbox.exec("sleep 60; echo never", timeout=120))
     )
     worker.start()
-    time.sleep(0.3)
+    _wait_running(sandbox, "sleep")
     started = time.monotonic()
     reply = sandbox.cancel()
     assert time.monotonic() - started < 1.0
@@ -93,16 +94,23 @@ def test_cancel_during_a_long_command_returns_fast_and_kills_it(sandbox: Sandbox
     assert "sleep 60" not in sandbox.exec("ps -eo args").stdout
 
 
+def _wait_running(sandbox: Sandbox, name: str) -> None:
+    """Until a process called `name` runs in the sandbox, asked over a second connection (one client
+    serves one call at a time); starting a command is slow on a loaded machine."""
+    watcher = attach(sandbox.handle())
+
+    def running() -> bool:
+        return watcher.exec(["pgrep", "-x", name]).exit_code == 0
+
+    wait_until(running, 15, interval_s=0.05, what=f"{name} to run in the sandbox")
+
+
 def _cancel_a_busy_bash_tool(sandbox: Sandbox) -> tuple[float, list, list]:
     results: list = []
     worker = threading.Thread(target=lambda: results.append(sandbox.tool("bash", command="sleep 60")))
     worker.start()
-    # The first bash call starts the shell, which is slow on a loaded machine: wait until the command
-    # runs (asked over a second connection; one client serves one call at a time).
-    watcher = attach(sandbox.handle())
-    deadline = time.monotonic() + 15
-    while watcher.exec(["pgrep", "-x", "sleep"]).exit_code != 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # The first bash call starts the shell, which is slow on a loaded machine: wait until the command runs.
+    _wait_running(sandbox, "sleep")
     started = time.monotonic()
     cancelled = sandbox.cancel()["tools"]
     worker.join(timeout=5)
@@ -162,6 +170,5 @@ def test_a_sandbox_is_used_and_stopped_from_another_process(runtime: LocalRuntim
 def test_ttl_ends_the_sandbox(runtime: LocalRuntime) -> None:
     sandbox = runtime.start(SandboxSpec(ttl_s=0.5))
     assert sandbox.ping()
-    time.sleep(1.0)
-    assert not sandbox.ping()
+    wait_until(lambda: not sandbox.ping(), 10, what="the sandbox to end at its 0.5 s ttl")
     sandbox.stop()

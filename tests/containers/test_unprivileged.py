@@ -11,13 +11,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from containers.bwrap import find_bwrap
+from tests.waiting import wait_until
 
 from .conftest import namespace_processes
 
@@ -125,10 +125,19 @@ def test_local_runtime_as_an_unprivileged_user(staged: Path) -> None:
     assert uid == "1000" and uid_map.split()[-1] == "1"  # a user namespace mapping one uid
     assert report["write_etc"] != 0 and report["workspace"] == "ok\n" and report["bash"] == "/tmp\n"
     assert report["bomb_limited"] and report["after_bomb"] == "alive\n"
-    deadline = time.monotonic() + 5  # killed processes may linger a moment as zombies until reaped
-    while time.monotonic() < deadline and namespace_processes(report["pidns"]):
-        time.sleep(0.05)
+    # killed processes may linger a moment as zombies until reaped; this sandbox's processes only
+    wait_until(
+        lambda: [_cmdline(p) for p in namespace_processes(report["pidns"])],
+        5,
+        accept=lambda left: left == [],
+        what="the sandbox's processes to be gone",
+    )
     assert not Path(f"/proc/{report['init_pid']}").exists()
-    left = namespace_processes(report["pidns"])  # this sandbox's processes only: others may run meanwhile
-    assert left == [], [(p / "cmdline").read_bytes()[:150] for p in left if p.exists()]
     assert list((staged / "sandboxes").iterdir()) == []
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()[:150]
+    except OSError:  # gone meanwhile
+        return b""

@@ -15,8 +15,6 @@ from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from handlers.harness.clis import cli_cache
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="session")
 def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
@@ -48,3 +46,10 @@ def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
 def api(farm: LocalFarm) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=farm.api_url, timeout=60) as client:
         yield client
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test in this folder is an integration test (a `pytestmark` here would mark nothing: it
+    applies to the module it is written in, and a conftest holds no test)."""
+    if item.get_closest_marker("integration") is None:
+        item.add_marker(pytest.mark.integration)

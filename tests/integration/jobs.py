@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import httpx
 
 from farm.chat.tokenizer import ChatTokenizer
 from farm.models.results import JobResult
+from tests.waiting import wait_until
 
 
 def submit(api: httpx.Client, instance: dict, **body: object) -> str:
@@ -27,6 +29,20 @@ def wait_state(api: httpx.Client, job_id: str, states: set[str], timeout_s: floa
         if result.state.value in states or time.monotonic() > deadline:
             return result
         time.sleep(0.02)
+
+
+def wait_task_completed(
+    api: httpx.Client, task_id: str, timeout_s: float = 60, ignore: tuple[type[BaseException], ...] = ()
+) -> dict[str, Any]:
+    """GET /rollout/task/{id} until the task is completed; its status (every session's result)."""
+    return wait_until(
+        lambda: api.get(f"/rollout/task/{task_id}").json(),
+        timeout_s,
+        accept=lambda status: status["state"] == "completed",
+        interval_s=0.05,
+        ignore=ignore,
+        what=f"task {task_id} completed",
+    )
 
 
 def assert_token_faithful(result: JobResult, tokenizer: ChatTokenizer | None = None) -> None:

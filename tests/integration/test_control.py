@@ -11,6 +11,7 @@ import pytest
 from farm.launcher import LocalFarm
 from farm.models.results import JobResult, JobState
 from tests.integration.jobs import submit, wait_state
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +71,7 @@ def test_timeout_counts_only_time_in_stages(api: httpx.Client) -> None:
 
 def test_stop_refuses_work_and_cancels_in_flight_then_start_resumes(api: httpx.Client) -> None:
     running = submit(api, {"handler": "noop", "run_s": 30})
-    wait_state(api, running, {"run"})
+    assert wait_state(api, running, {"run"}).state is JobState.run
     try:
         stopped = api.post("/stop").json()
         assert stopped["accepting"] is False and stopped["cancelled"] >= 1
@@ -104,7 +105,14 @@ def test_checkpoint_swap_breaks_no_job_in_flight(api: httpx.Client, farm: LocalF
     try:
         api.post("/clear_llm_server").raise_for_status()
         assert api.get("/llm_servers").json() == []
-        time.sleep(0.5)  # jobs reaching the run stage now wait for a backend
+        # the swap happens with jobs in flight: one at least is in its run stage, waiting for a backend
+        wait_until(
+            lambda: [api.get(f"/jobs/{job}").json()["state"] for job in jobs],
+            10,
+            accept=lambda states: "run" in states,
+            interval_s=0.02,
+            what="a job in its run stage",
+        )
     finally:
         for url in farm.llm_urls:
             api.post("/add_llm_server", json={"address": url}).raise_for_status()

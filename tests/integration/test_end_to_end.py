@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 
@@ -11,7 +10,8 @@ import pytest
 
 from farm.launcher import LocalFarm
 from farm.models.results import JobResult, JobState
-from tests.integration.jobs import assert_token_faithful
+from tests.integration.jobs import assert_token_faithful, wait_task_completed
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -80,13 +80,7 @@ def test_group_of_four_samples_gives_four_sessions(api: httpx.Client) -> None:
     assert len(submitted.json()["session_ids"]) == 4
     again = api.post("/rollout/task/submit", json=body)  # idempotent resubmission
     assert again.json()["session_ids"] == submitted.json()["session_ids"]
-    deadline = time.monotonic() + 60
-    while True:
-        status = api.get(f"/rollout/task/{task_id}").json()
-        if status["state"] == "completed" or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert status["state"] == "completed"
+    status = wait_task_completed(api, task_id)
     sessions = status["sessions"]
     assert len(sessions) == 4
     assert {s["state"] for s in sessions} == {"done"}
@@ -154,12 +148,14 @@ def test_backends_spread_least_first_and_each_job_sticks_to_one(api: httpx.Clien
         assert (
             api.post("/process", json={"instance": probe, "job_id": job_id, "wait": False}).status_code == 202
         )
-    deadline = time.monotonic() + 30
-    while sum(s["assigned"] for s in api.get("/llm_servers").json()) < 9 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert {s["address"]: s["assigned"] for s in api.get("/llm_servers").json()} == {
-        u: 3 for u in farm.llm_urls
-    }
+    assigned = wait_until(
+        lambda: {s["address"]: s["assigned"] for s in api.get("/llm_servers").json()},
+        30,
+        accept=lambda spread: sum(spread.values()) >= 9,
+        interval_s=0.05,
+        what="all nine jobs holding a backend",
+    )
+    assert assigned == {u: 3 for u in farm.llm_urls}
     results = [
         JobResult.model_validate(api.post("/process", json={"instance": probe, "job_id": j}).json())
         for j in ids
@@ -179,11 +175,10 @@ def test_status_metrics_health_and_openapi(api: httpx.Client) -> None:
     assert api.get("/healthz").json() == {"ok": True}
     metrics = api.get("/metrics").text
     assert "farm_jobs_finished_total" in metrics and "farm_stage_seconds_total" in metrics
-    deadline = time.monotonic() + 12  # sandbox counts arrive with the workers' heartbeats (every 5 s)
-    while "farm_sandboxes{" not in metrics and time.monotonic() < deadline:
-        time.sleep(0.5)
-        metrics = api.get("/metrics").text
-    assert "farm_sandboxes{" in metrics
+    # sandbox counts arrive with the workers' heartbeats (every 5 s)
+    wait_until(
+        lambda: "farm_sandboxes{" in api.get("/metrics").text, 12, interval_s=0.2, what="farm_sandboxes"
+    )
     paths = api.get("/openapi.json").json()["paths"]
     for path in [
         "/process",

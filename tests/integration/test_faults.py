@@ -11,11 +11,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
+import psutil
 import pytest
 import redis
 
@@ -26,6 +28,8 @@ from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from tests.api.backend_server import GOOD, MisbehavingBackend
 from tests.integration.jobs import submit, wait_state
+from tests.integration.task_events import TaskEvents
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # fault injection: the CI slow step
 
@@ -70,14 +74,14 @@ def job_fields(farm: LocalFarm, job_id: str) -> dict[str, str]:
 
 def worker_holding(farm: LocalFarm, job_id: str, timeout_s: float = 10) -> str:
     """The LocalFarm name of the worker whose stage holds the job's lease now."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        owner = job_fields(farm, job_id).get("lease_owner")
-        if owner:
-            label = owner.split("@")[0].rsplit("-", 2)[0]  # "run-1-<farm id>-<port>@host" -> "run-1"
-            return f"worker-{label}"
-        time.sleep(0.02)
-    raise AssertionError(f"no worker took {job_id}")
+    owner = wait_until(
+        lambda: job_fields(farm, job_id).get("lease_owner"),
+        timeout_s,
+        interval_s=0.02,
+        what=f"a lease on {job_id}",
+    )
+    label = owner.split("@")[0].rsplit("-", 2)[0]  # "run-1-<farm id>-<port>@host" -> "run-1"
+    return f"worker-{label}"
 
 
 def test_a_killed_run_stage_resumes_elsewhere_within_15_s(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
@@ -88,12 +92,13 @@ def test_a_killed_run_stage_resumes_elsewhere_within_15_s(faulty_farm: LocalFarm
     faulty_farm.kill(victim, signal.SIGKILL)
     killed_at = time.monotonic()
     try:
-        while True:  # the stage starts again under a new lease, on the surviving worker
-            fields = job_fields(faulty_farm, job_id)
-            if fields.get("lease_token") not in (None, first_token) or fields.get("state") == "done":
-                break
-            assert time.monotonic() - killed_at < 15, "the killed stage was not resumed within 15 s"
-            time.sleep(0.1)
+        wait_until(  # the stage starts again under a new lease, on the surviving worker
+            lambda: job_fields(faulty_farm, job_id),
+            15,
+            accept=lambda f: f.get("lease_token") not in (None, first_token) or f.get("state") == "done",
+            interval_s=0.05,
+            what="the killed stage resumed under a new lease",
+        )
         resumed_after = time.monotonic() - killed_at
         result = wait_state(fapi, job_id, {"done", "failed"}, 30)
         assert result.state is JobState.done, result.error
@@ -114,22 +119,25 @@ def send_stage(farm: LocalFarm, job_id: str, stage: str, task_id: str) -> None:
 
 
 def test_a_duplicate_delivery_never_runs_a_stage_twice(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
-    job_id = submit(fapi, {"handler": "noop", "run_s": 2})
-    assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
-    token = job_fields(faulty_farm, job_id)["lease_token"]
-    # What a visibility-timeout redelivery would do: the same stage again while it runs.
-    send_stage(faulty_farm, job_id, "run", f"{job_id}.run.dup")
-    result = wait_state(fapi, job_id, {"done", "failed"}, 20)
-    assert result.state is JobState.done
-    assert result.timings.run == pytest.approx(2.0, abs=0.6)  # ran once, not twice
-    fields = job_fields(faulty_farm, job_id)
-    assert int(fields["attempt"]) == int(token) + 1  # only the eval attempt followed
-    finished = json.loads(fields["result"])["metadata"]["finished_at"]
-    # ... and after the job ended: refused at the door, nothing rewritten.
-    for stage in ("run", "eval"):
-        send_stage(faulty_farm, job_id, stage, f"{job_id}.{stage}.late")
-    time.sleep(1.0)
-    assert json.loads(job_fields(faulty_farm, job_id)["result"])["metadata"]["finished_at"] == finished
+    with TaskEvents(faulty_farm.redis_url) as events:
+        job_id = submit(fapi, {"handler": "noop", "run_s": 2})
+        assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
+        token = job_fields(faulty_farm, job_id)["lease_token"]
+        # What a visibility-timeout redelivery would do: the same stage again while it runs.
+        send_stage(faulty_farm, job_id, "run", f"{job_id}.run.dup")
+        assert events.ended({f"{job_id}.run.dup"}, 10) == {f"{job_id}.run.dup": "task-succeeded"}
+        assert job_fields(faulty_farm, job_id)["state"] == "run"  # it was turned away while the stage ran
+        result = wait_state(fapi, job_id, {"done", "failed"}, 20)
+        assert result.state is JobState.done
+        assert result.timings.run == pytest.approx(2.0, abs=0.6)  # ran once, not twice
+        fields = job_fields(faulty_farm, job_id)
+        assert int(fields["attempt"]) == int(token) + 1  # only the eval attempt followed
+        # ... and after the job ended: taken, refused at the door, nothing rewritten.
+        late = {stage: f"{job_id}.{stage}.late" for stage in ("run", "eval")}
+        for stage, task_id in late.items():
+            send_stage(faulty_farm, job_id, stage, task_id)
+        assert events.ended(set(late.values()), 10) == dict.fromkeys(late.values(), "task-succeeded")
+    assert job_fields(faulty_farm, job_id) == fields
 
 
 def test_sigterm_gives_the_stage_back_and_the_worker_exits_promptly(
@@ -141,10 +149,12 @@ def test_sigterm_gives_the_stage_back_and_the_worker_exits_promptly(
     faulty_farm.kill(victim, signal.SIGTERM)
     try:
         faulty_farm.child(victim).wait(10)  # does not wait for the 30 s stage
-        deadline = time.monotonic() + 10
-        while job_fields(faulty_farm, job_id).get("infra_retries") != "1":
-            assert time.monotonic() < deadline, "the stage was not given back"
-            time.sleep(0.05)
+        wait_until(
+            lambda: job_fields(faulty_farm, job_id).get("infra_retries") == "1",
+            10,
+            interval_s=0.05,
+            what="the stage given back",
+        )
         assert worker_holding(faulty_farm, job_id) != victim
         fapi.post("/cancel", json={"job_id": job_id})
         assert wait_state(fapi, job_id, {"cancelled"}, 5).state is JobState.cancelled
@@ -195,14 +205,38 @@ def test_a_callback_that_is_down_is_retried_while_the_result_stays_readable(fapi
         url = f"http://127.0.0.1:{server.server_address[1]}/results"
         job_id = submit(fapi, {"handler": "noop"}, callback_url=url)
         assert wait_state(fapi, job_id, {"done"}, 10).state is JobState.done  # readable meanwhile
-        deadline = time.monotonic() + 20
-        while len(_FlakyReceiver.seen) < 3:
-            assert time.monotonic() < deadline, f"only {len(_FlakyReceiver.seen)} deliveries"
-            time.sleep(0.1)
+        wait_until(lambda: len(_FlakyReceiver.seen) >= 3, 20, interval_s=0.05, what="three deliveries")
         assert [b["job_id"] for b in _FlakyReceiver.seen] == [job_id] * 3
         assert JobResult.model_validate(_FlakyReceiver.seen[-1]).state is JobState.done
     finally:
         server.shutdown()
+
+
+def kill_the_init_worker(farm: LocalFarm) -> None:
+    """SIGKILL the only init worker, then wait until Redis has dropped its connections: until then its
+    blocked BRPOP would take the next message off the queue, into a dead process."""
+    worker = psutil.Process(farm.child("worker-init-0").pid)
+    redis_port = urlsplit(farm.redis_url).port
+    ports = {
+        c.laddr.port
+        for p in [worker, *worker.children(recursive=True)]
+        for c in p.net_connections("tcp")
+        if c.raddr and c.raddr.port == redis_port
+    }
+    assert ports, "the init worker holds no Redis connection"
+    farm.kill("worker-init-0", signal.SIGKILL)
+    farm.child("worker-init-0").wait(10)
+    client = redis.Redis.from_url(farm.redis_url)
+    try:
+        wait_until(
+            lambda: {int(c["addr"].rsplit(":", 1)[1]) for c in client.client_list()} & ports,
+            10,
+            accept=lambda left: not left,
+            interval_s=0.02,
+            what="Redis to drop the dead worker's connections",
+        )
+    finally:
+        client.close()
 
 
 TAKE_AND_DIE = """
@@ -220,9 +254,7 @@ def test_a_message_taken_by_a_worker_that_died_before_starting_it_is_sent_again(
     faulty_farm: LocalFarm, fapi: httpx.Client
 ) -> None:
     # The only init worker goes away (a worker with a pending BRPOP would take the message first).
-    faulty_farm.kill("worker-init-0", signal.SIGKILL)
-    faulty_farm.child("worker-init-0").wait(10)
-    time.sleep(0.5)  # let Redis drop the dead worker's blocked BRPOP before anything is queued
+    kill_the_init_worker(faulty_farm)
     try:
         job_id = submit(fapi, {"handler": "noop"})
         command = [sys.executable, "-c", TAKE_AND_DIE, faulty_farm.redis_url]
@@ -259,9 +291,7 @@ def test_a_job_whose_stage_was_never_sent_is_sent_by_the_sweep(
 def test_a_message_lost_in_delivery_is_sent_again(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
     """The window kombu cannot cover: a worker took the message off the queue (BRPOP) and died before
     recording the delivery, so the message is in no queue and not among the unacknowledged."""
-    faulty_farm.kill("worker-init-0", signal.SIGKILL)
-    faulty_farm.child("worker-init-0").wait(10)
-    time.sleep(0.5)  # let Redis drop the dead worker's blocked BRPOP before anything is queued
+    kill_the_init_worker(faulty_farm)
     client = redis.Redis.from_url(faulty_farm.redis_url)
     try:
         job_id = submit(fapi, {"handler": "noop"})
@@ -287,14 +317,6 @@ def _only_backend(fapi: httpx.Client, url: str) -> None:
     fapi.post("/add_llm_server", json={"address": url}).raise_for_status()
 
 
-def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < timeout_s, what
-        time.sleep(0.01)
-    return time.monotonic() - started
-
-
 def test_cancel_interrupts_a_backend_call_in_flight(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
     """A backend dripping its answer a byte every 0.3 s (a minute for the whole reply): cancel ends
     the job within a second, and the worker lets go of the backend too."""
@@ -303,11 +325,11 @@ def test_cancel_interrupts_a_backend_call_in_flight(faulty_farm: LocalFarm, fapi
         _only_backend(fapi, backend.url)
         try:
             job_id = submit(fapi, {"handler": "noop", "generate_tokens": 2})
-            _wait_for(lambda: backend.behaviour.open_calls > 0, 20, "the job never called the backend")
+            wait_until(lambda: backend.behaviour.open_calls > 0, 20, what="the job calling the backend")
             cancelled_at = time.monotonic()
             fapi.post("/cancel", json={"job_id": job_id}).raise_for_status()
             assert wait_state(fapi, job_id, {"cancelled"}, 1.0).state is JobState.cancelled
-            _wait_for(lambda: backend.behaviour.open_calls == 0, 1.5, "the abandoned call kept dripping")
+            wait_until(lambda: backend.behaviour.open_calls == 0, 1.5, what="the abandoned call to end")
             assert time.monotonic() - cancelled_at < 2.0
         finally:
             _restore_backends(faulty_farm, fapi)
@@ -319,7 +341,7 @@ def test_a_hanging_backend_cannot_outlive_the_job_budget(faulty_farm: LocalFarm,
         _only_backend(fapi, backend.url)
         try:
             job_id = submit(fapi, {"handler": "noop", "generate_tokens": 2}, timeout_s=2)
-            _wait_for(lambda: backend.behaviour.calls > 0, 20, "the job never called the backend")
+            wait_until(lambda: backend.behaviour.calls > 0, 20, what="the job calling the backend")
             result = wait_state(fapi, job_id, {"timeout", "failed", "done"}, 3.0)
             assert result.state is JobState.timeout, result.error
             listed = {b["address"]: b["healthy"] for b in fapi.get("/llm_servers").json()}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 import uuid
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from farm.models.results import JobResult, JobState
 from handlers.code.suite import PROBLEMS
-from tests.integration.jobs import assert_token_faithful, submit, wait_state
+from tests.integration.jobs import assert_token_faithful, submit, wait_state, wait_task_completed
 
 pytestmark = pytest.mark.integration
 
@@ -96,10 +95,7 @@ def test_code_jobs_are_graded_by_hidden_tests(api: httpx.Client) -> None:
         rewards.append(result.reward)
     assert set(rewards) == {0.0, 1.0}
 
-    deadline = time.monotonic() + 60
-    while (status := api.get(f"/rollout/task/{task_id}").json())["state"] != "completed":
-        assert time.monotonic() < deadline, status
-        time.sleep(0.2)
+    status = wait_task_completed(api, task_id)
     assert len(status["sessions"]) == 4
     for session in status["sessions"]:
         result = JobResult.model_validate(session["result"])

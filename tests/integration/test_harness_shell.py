@@ -15,7 +15,8 @@ import redis
 
 from farm.launcher import LocalFarm
 from farm.models.results import JobResult, JobState
-from tests.integration.jobs import wait_state
+from tests.integration.jobs import wait_state, wait_task_completed
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -50,14 +51,7 @@ def submit_task(api: httpx.Client, **body: Any) -> str:
 
 def wait_task(api: httpx.Client, task: str, timeout_s: float) -> JobResult:
     """GET /rollout/task/{id} until it completes; its one session's result."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = api.get(f"/rollout/task/{task}").json()
-        if status["state"] == "completed" or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert status["state"] == "completed", f"task {task} still running: {status}"
-    [session] = status["sessions"]
+    [session] = wait_task_completed(api, task, timeout_s)["sessions"]
     return JobResult.model_validate(session["result"])
 
 
@@ -163,10 +157,7 @@ def test_cancel_stops_the_harness_and_keeps_its_traces(api: httpx.Client, farm: 
         runtime={"prepare": [WRITE_AGENT]},
         agent={"harness": "shell", "command": "python agent.py && sleep 600"},
     )
-    deadline = time.monotonic() + 60
-    while recorded_completions(farm, task) < 1:
-        assert time.monotonic() < deadline, "the agent made no model call"
-        time.sleep(0.1)
+    wait_until(lambda: recorded_completions(farm, task), 60, interval_s=0.05, what="the agent's model call")
     cancelled_at = time.monotonic()
     assert api.post("/cancel", json={"job_id": job_id}).status_code == 200
     result = wait_state(api, job_id, {"cancelled", "failed", "done", "timeout"}, timeout_s=30)

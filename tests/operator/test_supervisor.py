@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 from farm.launcher import LocalFarm, WorkerSpec
 from tests.integration.jobs import submit, wait_state
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 TERMINAL = {"done", "failed", "cancelled", "timeout"}
@@ -26,18 +25,16 @@ def test_a_killed_worker_is_restarted_and_costs_no_job() -> None:
         jobs = [submit(api, question, sampling_params={"seed": i}) for i in range(8)]
         run_worker = next(name for name in farm.worker_names() if "run" in name)
         old_pid = farm.child(run_worker).pid
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # kill it once it holds a job in its run stage
-            states = [api.get(f"/jobs/{j}").json()["state"] for j in jobs]
-            if "run" in states:
-                break
-            time.sleep(0.05)
+        wait_until(  # kill it once it holds a job in its run stage
+            lambda: [api.get(f"/jobs/{j}").json()["state"] for j in jobs],
+            20,
+            accept=lambda states: "run" in states,
+            interval_s=0.05,
+            what="a job in its run stage",
+        )
         farm.kill(run_worker)
 
-        deadline = time.monotonic() + 30
-        while farm.child(run_worker).pid == old_pid and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert farm.child(run_worker).pid != old_pid, "the killed worker was not restarted"
+        wait_until(lambda: farm.child(run_worker).pid != old_pid, 30, what="the killed worker restarted")
         assert farm.restarts >= 1
         results = [wait_state(api, j, TERMINAL, timeout_s=90) for j in jobs]
         assert [r.state.value for r in results] == ["done"] * len(jobs), [r.error for r in results]

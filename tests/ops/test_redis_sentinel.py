@@ -32,6 +32,7 @@ from farm.redis_clients import async_redis_client, redis_client
 from farm.settings import Settings
 from tests.integration.jobs import submit, wait_state
 from tests.ops.conftest import OPS
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -40,18 +41,9 @@ T = TypeVar("T")
 
 
 def eventually(probe: Callable[[], T], timeout_s: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = probe()
-            if value:
-                return value
-        except (redis.RedisError, OSError):
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{probe} stayed false")
-        time.sleep(0.2)
+    """The first truthy value of `probe`; Redis errors meanwhile (a failover under way) are "not yet"."""
+    what = f"{getattr(probe, '__qualname__', probe)} to become true"
+    return wait_until(probe, timeout_s, what=what, interval_s=0.05, ignore=(redis.RedisError, OSError))
 
 
 @dataclass

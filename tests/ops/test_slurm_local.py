@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from farm.embedded_redis import free_port, redis_server_binary
 from tests.ops.conftest import OPS
 from tests.ops.test_prometheus import metric_names_used
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -54,17 +54,7 @@ exec {python} -m farm.cli llm serve --policy scripted --accuracy 1.0 --host "$ho
 
 
 def eventually(probe: Callable[[], T], timeout_s: float, what: str) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = probe()
-            if value:
-                return value
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} after {timeout_s:.0f}s")
-        time.sleep(0.5)
+    return wait_until(probe, timeout_s, what=what, interval_s=0.1, ignore=(httpx.HTTPError,))
 
 
 def two_free_ports() -> int:

@@ -15,8 +15,6 @@ import redis
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 
-pytestmark = pytest.mark.integration
-
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -73,3 +71,10 @@ def screenshot(driver: object, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     driver.save_screenshot(str(path))  # type: ignore[attr-defined]
     return path
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test in this folder is an integration test (a `pytestmark` here would mark nothing: it
+    applies to the module it is written in, and a conftest holds no test)."""
+    if item.get_closest_marker("integration") is None:
+        item.add_marker(pytest.mark.integration)
