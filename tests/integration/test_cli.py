@@ -106,4 +106,5 @@ def test_farm_demo_runs_a_batch_and_writes_trajectories(own_redis: EmbeddedRedis
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 8
     assert {line["state"] for line in lines} == {"done"}, [line["error"] for line in lines if line["error"]]
+    assert seen, "no process of the demo was ever seen: the check below would hold vacuously"
     assert all_gone(list({p.pid: p for p in seen}.values()), timeout_s=5) == []
