@@ -24,7 +24,26 @@ class WaitTimeout(AssertionError):
 
 def _timeout(what: str, timeout_s: float, last: object) -> WaitTimeout:
     seen = "nothing (the probe never returned)" if last is _NOTHING else repr(last)
+    if len(seen) > 3000:
+        seen = seen[:3000] + f"... ({len(seen)} characters)"
     return WaitTimeout(f"timed out after {timeout_s:g}s waiting for {what}; last observed: {seen}")
+
+
+def poll(
+    probe: Callable[[], T],
+    timeout_s: float,
+    *,
+    accept: Callable[[T], object] = bool,
+    interval_s: float = 0.01,
+) -> T:
+    """The first value of `probe()` that `accept` takes, or the last one seen once the deadline passes:
+    for callers that report a timeout themselves, with more than the value (`wait_until` raises)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if accept(value) or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval_s)
 
 
 def wait_until(

@@ -6,12 +6,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,17 +44,16 @@ def _serve(token: str | None) -> Iterator[str]:
         env=env,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("stand-in farm did not start")
-        time.sleep(0.05)
+
+    def healthy() -> bool:
+        assert proc.poll() is None, "the stand-in farm exited"
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+
+    try:
+        wait_until(healthy, 20, interval_s=0.05, ignore=(httpx.TransportError,), what="the stand-in farm")
+    except AssertionError:
+        proc.kill()
+        raise
     try:
         yield url
     finally:

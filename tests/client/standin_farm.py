@@ -82,7 +82,7 @@ async def _run(job_id: str, request: ProcessRequest) -> None:
     started = time.monotonic()
     try:
         job.state = JobState.run
-        await asyncio.sleep(float(instance.get("duration_s", 0.05)))
+        await asyncio.sleep(float(instance.get("duration_s", 0.05)))  # the scenario: a job's duration
         slot = int(metadata.get("sample", 0))
         if int(metadata.get("attempt", 0)) < int(instance.get("fail_attempts", 0)) or slot in instance.get(
             "fail_slots", []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from farm.client.polling import PollPolicy
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models import JobState
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the CI slow step
 
@@ -100,10 +100,13 @@ def test_no_carry_over_cancels_the_rest_and_failures_are_tolerated(farm: LocalFa
         dapo.close()
     # every job this consumer started is terminal soon after, and the farm runs nothing for it
     with FarmClient(farm.api_url) as client:
-        deadline = time.monotonic() + 20
-        while (active := client.status().get("active_jobs", 0)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert active == 0
+        wait_until(
+            lambda: client.status().get("active_jobs", 0),
+            20,
+            accept=lambda n: n == 0,
+            interval_s=0.05,
+            what="no active job",
+        )
         if abandoned:
             states = client.status()["jobs"]
             assert states.get("cancelled", 0) >= 1

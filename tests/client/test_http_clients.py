@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from farm.client import AsyncFarmClient, FarmClient, FarmError, FarmTimeout, FarmUnavailable
 from farm.models import JobState
 from tests.client.conftest import _free_port
+from tests.waiting import wait_until
 
 
 def scripted(**fields: object) -> dict[str, object]:
@@ -112,10 +112,9 @@ def test_task_api_submit_and_get(farm_url: str) -> None:
     with FarmClient(farm_url) as farm:
         answer = farm.submit_task({"task_id": "t1", "instance": {"rewards": [1.0, 0.0]}, "num_samples": 2})
         assert answer.session_ids == ["t1-0", "t1-1"]
-        deadline = time.monotonic() + 5
-        while (status := farm.get_task("t1")).state != "completed":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        status = wait_until(
+            lambda: farm.get_task("t1"), 5, accept=lambda task: task.state == "completed", what="t1 completed"
+        )
     assert [s.result.reward for s in status.sessions if s.result] == [1.0, 0.0]
 
 

@@ -50,7 +50,7 @@ with runtime.start(SandboxSpec(limits=ResourceLimits(max_processes=40))) as sand
     # The bomb's processes count against the user's process limit until they are all reaped.
     deadline = time.monotonic() + 10
     while (alive := sandbox.exec("echo alive").stdout) != "alive\n" and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.1)  # a poll under the deadline above (this script runs as nobody: no tests package)
     report["after_bomb"] = alive
     report["init_pid"] = sandbox.info.init_pid
     report["pidns"] = os.readlink(f"/proc/{sandbox.info.init_pid}/ns/pid")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -10,7 +9,7 @@ import httpx
 
 from farm.chat.tokenizer import ChatTokenizer
 from farm.models.results import JobResult
-from tests.waiting import wait_until
+from tests.waiting import poll, wait_until
 
 
 def submit(api: httpx.Client, instance: dict, **body: object) -> str:
@@ -23,12 +22,12 @@ def submit(api: httpx.Client, instance: dict, **body: object) -> str:
 
 def wait_state(api: httpx.Client, job_id: str, states: set[str], timeout_s: float = 30) -> JobResult:
     """The job once it is in one of `states`, or as it is when the timeout passes."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = JobResult.model_validate(api.get(f"/jobs/{job_id}").json())
-        if result.state.value in states or time.monotonic() > deadline:
-            return result
-        time.sleep(0.02)
+    return poll(
+        lambda: JobResult.model_validate(api.get(f"/jobs/{job_id}").json()),
+        timeout_s,
+        accept=lambda result: result.state.value in states,
+        interval_s=0.02,
+    )
 
 
 def wait_task_completed(

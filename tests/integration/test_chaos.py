@@ -29,6 +29,7 @@ from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult
 from tests.integration.jobs import submit
+from tests.waiting import poll
 
 pytestmark = [
     pytest.mark.integration,
@@ -91,21 +92,23 @@ def test_chaos_every_job_ends_exactly_once() -> None:
                 target = rng.choice(jobs[-5:])
                 api.post("/cancel", json={"job_id": target}).raise_for_status()
                 cancelled.add(target)
+            # the scenario's pace, not a wait: submissions spread over 80 % of the chaos window
             time.sleep(max(0.0, (CHAOS_S * 0.8) * (i + 1) / JOBS - (time.monotonic() - started)))
-        while time.monotonic() - started < CHAOS_S:
-            time.sleep(0.2)
+        stop.wait(max(0.0, CHAOS_S - (time.monotonic() - started)))  # the chaos lasts CHAOS_S
         stop.set()
         killer.join()
 
-        deadline = time.monotonic() + 120
         results: dict[str, JobResult] = {}
-        while len(results) < len(jobs) and time.monotonic() < deadline:
+
+        def ended() -> int:
             for job_id in jobs:
                 if job_id not in results:
                     result = JobResult.model_validate(api.get(f"/jobs/{job_id}").json())
                     if result.state.terminal:
                         results[job_id] = result
-            time.sleep(0.5)
+            return len(results)
+
+        poll(ended, 120, accept=lambda n: n == len(jobs), interval_s=0.5)  # the lost are reported below
         lost = [job_id for job_id in jobs if job_id not in results]
 
         client = redis.Redis.from_url(server.url, decode_responses=True)
@@ -128,12 +131,12 @@ def test_chaos_every_job_ends_exactly_once() -> None:
             }
         )
         sandboxes = logs / "work" / "sandboxes"
-        left: list[Path] = []
-        for _ in range(60):  # the sweep runs every 10 s per host; orphans are older than 2 s
-            left = [d for d in sandboxes.glob("*") if d.is_dir() and not d.name.startswith(".")]
-            if not left:
-                break
-            time.sleep(0.5)
+        left = poll(  # the sweep runs every 10 s per host; orphans are older than 2 s
+            lambda: [d for d in sandboxes.glob("*") if d.is_dir() and not d.name.startswith(".")],
+            30,
+            accept=lambda found: found == [],
+            interval_s=0.5,
+        )
         counts["sandboxes left"] = len(left)
         print("\nchaos counts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 

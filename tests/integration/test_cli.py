@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import psutil
 import pytest
 
 from farm.embedded_redis import EmbeddedRedis, free_port
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -57,16 +57,12 @@ def test_farm_up_serves_and_ctrl_c_leaves_no_process(own_redis: EmbeddedRedis, t
     )
     children: list[psutil.Process] = []
     try:
-        deadline = time.monotonic() + 90
-        while True:
+
+        def serving() -> bool:
             assert proc.poll() is None, (tmp_path / "up.log").read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/llm_servers", timeout=1).json():
-                    break
-            except (httpx.HTTPError, ValueError):
-                pass
-            assert time.monotonic() < deadline, "farm up did not come up"
-            time.sleep(0.2)
+            return bool(httpx.get(f"http://127.0.0.1:{port}/llm_servers", timeout=1).json())
+
+        wait_until(serving, 90, interval_s=0.1, ignore=(httpx.HTTPError, ValueError), what="farm up serving")
         children = descendants(proc.pid)
         assert len(children) >= 5  # api, three workers, reference LLM (+ pool processes)
         result = httpx.post(
@@ -97,9 +93,10 @@ def test_farm_demo_runs_a_batch_and_writes_trajectories(own_redis: EmbeddedRedis
     )
     seen: list[psutil.Process] = []
     try:
-        while proc.poll() is None:
+        while proc.poll() is None:  # a sample of its processes every 0.5 s, until it exits
             seen.extend(descendants(proc.pid))
-            time.sleep(0.5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.5)
         output = proc.stdout.read() if proc.stdout else ""
     finally:
         if proc.poll() is None:
@@ -109,4 +106,5 @@ def test_farm_demo_runs_a_batch_and_writes_trajectories(own_redis: EmbeddedRedis
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 8
     assert {line["state"] for line in lines} == {"done"}, [line["error"] for line in lines if line["error"]]
+    assert seen, "no process of the demo was ever seen: the check below would hold vacuously"
     assert all_gone(list({p.pid: p for p in seen}.values()), timeout_s=5) == []

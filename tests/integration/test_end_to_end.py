@@ -197,8 +197,11 @@ def test_status_metrics_health_and_openapi(api: httpx.Client) -> None:
         "/rollout/status",
     ]:
         assert path in paths, path
+    before = api.get("/rollout/status").json()
+    task = {"task_id": f"t-{uuid.uuid4().hex[:8]}", "instance": {"handler": "noop"}, "num_samples": 1}
+    assert api.post("/rollout/task/submit", json=task).status_code == 200
     rollout = api.get("/rollout/status").json()
-    assert rollout["tasks"] >= 0 and rollout["nodes"]
+    assert rollout["tasks"] == before["tasks"] + 1 and rollout["nodes"]  # a count, not just a number
 
 
 def test_math_job_with_the_sandboxed_ipython_kernel(api: httpx.Client) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from farm import keys
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from tests.integration.jobs import wait_state
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the CI slow step
 
@@ -69,13 +69,20 @@ def _submit(api: httpx.Client, name: str, priority: int = 0) -> str:
 def _wait_all(api: httpx.Client, job_ids: list[str], timeout_s: float = 120) -> list[str]:
     """Waits until every job is terminal; returns the ids in the order they were seen finishing."""
     order: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    while len(order) < len(job_ids) and time.monotonic() < deadline:
+
+    def ended() -> list[str]:
         for job_id in job_ids:
             if job_id not in order and api.get(f"/jobs/{job_id}").json()["state"] in TERMINAL:
                 order.append(job_id)
-        time.sleep(0.05)
-    return order
+        return order
+
+    return wait_until(
+        ended,
+        timeout_s,
+        accept=lambda seen: len(seen) == len(job_ids),
+        interval_s=0.05,
+        what="every job ended",
+    )
 
 
 def test_ready_buffer_bounds_prepared_sandboxes(papi: httpx.Client) -> None:
@@ -84,9 +91,9 @@ def test_ready_buffer_bounds_prepared_sandboxes(papi: httpx.Client) -> None:
 
     def watch() -> None:
         with httpx.Client(base_url=str(papi.base_url), timeout=10) as client:
-            while not stop.is_set():
+            while not stop.is_set():  # a sample every 50 ms until told to stop
                 held.append(sum(client.get("/status").json()["ready"].values()))
-                time.sleep(0.05)
+                stop.wait(0.05)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -108,7 +115,14 @@ def test_ready_buffer_bounds_prepared_sandboxes(papi: httpx.Client) -> None:
 
 def test_init_takes_urgent_jobs_first(papi: httpx.Client) -> None:
     normal = [_submit(papi, "normal") for _ in range(6)]
-    time.sleep(0.5)  # the normal jobs are queued behind the full buffer by now
+    # the normal jobs are queued behind the full buffer (jobs past init hold every READY slot)
+    wait_until(
+        lambda: sum(papi.get("/status").json()["ready"].values()),
+        30,
+        accept=lambda held: held == READY_BUFFER,
+        interval_s=0.02,
+        what="a full READY buffer",
+    )
     urgent = _submit(papi, "urgent", priority=9)
     order = _wait_all(papi, [*normal, urgent])
     assert len(order) == 7
@@ -133,10 +147,9 @@ def test_orphaned_sandbox_is_stopped(slow_run_farm: LocalFarm, papi: httpx.Clien
         mapping={"state": "run", "init_state": json.dumps({"sandbox": owned.handle()})},
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (ghost.ping() or stale.ping()):
-            time.sleep(0.2)
-        assert not ghost.ping() and not stale.ping()
+        wait_until(
+            lambda: not ghost.ping() and not stale.ping(), 30, interval_s=0.1, what="the orphans stopped"
+        )
         assert not Path(ghost.info.sandbox_dir).exists()
         assert owned.ping()
     finally:

@@ -14,6 +14,7 @@ import pytest
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -49,17 +50,18 @@ def test_redis_restarted_with_aof_loses_no_submitted_job(aof_farm: tuple[LocalFa
             assert api.post("/process", json=body).status_code == 202
             jobs.append(job_id)
         server.stop()  # SIGTERM: Redis writes its AOF out before exiting
-        time.sleep(0.5)
+        time.sleep(0.5)  # the scenario, not a wait: the farm meets a Redis that is down for a while
         server.start()
-        deadline = time.monotonic() + 90
         pending = set(jobs)
         states: dict[str, JobState] = {}
-        while pending and time.monotonic() < deadline:
+
+        def unfinished() -> set[str]:
             for job_id in list(pending):
                 result = JobResult.model_validate(api.get(f"/jobs/{job_id}").json())
                 if result.state.terminal:
                     states[job_id] = result.state
                     pending.discard(job_id)
-            time.sleep(0.2)
-    assert not pending, f"{len(pending)} jobs never finished"
+            return pending
+
+        wait_until(unfinished, 90, accept=lambda left: not left, interval_s=0.1, what="every job finished")
     assert set(states.values()) == {JobState.done}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState, Trace
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch", reason="the tiny policy needs the model extra: pip install -e '.[model]'")
@@ -94,13 +94,13 @@ def test_garbage_policy_rollouts_all_end_well_formed(tiny_farm: LocalFarm, handl
         }
         submitted = api.post("/rollout/task/submit", json=body)
         assert submitted.status_code == 200, submitted.text
-        deadline = time.monotonic() + 240
-        while True:
-            status = api.get(f"/rollout/task/{task_id}").json()
-            if status["state"] == "completed":
-                break
-            assert time.monotonic() < deadline, Counter(s["state"] for s in status["sessions"])
-            time.sleep(0.5)
+        status = wait_until(
+            lambda: api.get(f"/rollout/task/{task_id}").json(),
+            240,
+            accept=lambda status: status["state"] == "completed",
+            interval_s=0.2,
+            what=f"task {task_id} completed",
+        )
         results = [JobResult.model_validate(s["result"]) for s in status["sessions"]]
 
     assert len(results) == ROLLOUTS

@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -23,12 +22,13 @@ import pytest
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import ResourceLimits, SandboxSpec
+from tests.waiting import wait_until
 
 from .conftest import secret_found
 
 CONNECT = (
     "python3 -c \"import socket as s, time; c=s.create_connection(('{host}', {port}), 2); "
-    "c.sendall(b'{payload}'); time.sleep(0.3); print('connected', c.recv(4096))\""
+    "c.sendall(b'{payload}'); print('connected', c.recv(4096))\""
 )
 
 
@@ -142,13 +142,13 @@ def host_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         ],
         stdout=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    wait_until(
+        lambda: socket.create_connection(("127.0.0.1", port), 0.2).close() is None,
+        10,
+        interval_s=0.05,
+        ignore=(OSError,),
+        what="the attack Redis listening",
+    )
     yield port
     proc.terminate()
     proc.wait(5)
@@ -208,9 +208,19 @@ def test_tcp_server_in_another_sandbox(
         f"l.bind(('{ip}', {port})); l.listen(); c,_=l.accept(); c.sendall(b'neighbour-secret')\" "
         ">/dev/null 2>&1 &"
     )
-    time.sleep(0.5)
+    wait_until(
+        lambda: _listening(neighbour, port), 10, interval_s=0.05, what=f"the neighbour listening on {port}"
+    )
     result = sandbox.exec(CONNECT.format(host=ip, port=port, payload="hi"))
     assert "neighbour-secret" not in result.stdout
+    # ... while the server was there to be reached: from its own sandbox, the same probe gets the secret
+    assert "neighbour-secret" in neighbour.exec(CONNECT.format(host=ip, port=port, payload="hi")).stdout
+
+
+def _listening(sandbox: Sandbox, port: int) -> bool:
+    """A TCP socket listens on `port` in the sandbox's network namespace (st 0A in /proc/net/tcp)."""
+    rows = [line.split() for line in sandbox.exec("cat /proc/net/tcp").stdout.splitlines()[1:]]
+    return any(row[1].endswith(f":{port:04X}") and row[3] == "0A" for row in rows)
 
 
 def test_hijack_another_sandbox_execution_server(
@@ -239,8 +249,10 @@ def test_kill_a_host_process(sandbox: Sandbox) -> None:
     """Send SIGKILL to a host process (a sleeper the test starts) by its host pid."""
     victim = subprocess.Popen(["sleep", "30"])
     try:
-        sandbox.exec(f"kill -9 {victim.pid}")
-        time.sleep(0.2)
+        killed = sandbox.exec(f"kill -9 {victim.pid}")
+        # kill(2) failed (no such process in the sandbox's pid namespace), so no signal was ever sent:
+        # nothing to wait for before checking the victim
+        assert killed.exit_code != 0, killed
         assert victim.poll() is None
     finally:
         victim.kill()

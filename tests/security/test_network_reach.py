@@ -14,6 +14,7 @@ from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
 from farm.embedded_redis import EmbeddedRedis
+from tests.waiting import wait_until
 
 CONNECT = "python3 -c \"import socket as s; s.create_connection(('{host}', {port}), 3); print('connected')\""
 MODES = [
@@ -53,7 +54,13 @@ def test_a_server_inside_another_sandbox_is_unreachable(runtime: LocalRuntime, n
     with runtime.start(spec) as victim, runtime.start(spec) as attacker:
         victim.exec("nohup python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &")
         connect = CONNECT.format(host="127.0.0.1", port=8765)
-        assert "connected" in victim.exec(f"sleep 0.5; {connect}").stdout  # it is up
+        # it is up: reachable from its own sandbox (python's start is slow on a loaded machine)
+        wait_until(
+            lambda: "connected" in victim.exec(connect).stdout,
+            15,
+            interval_s=0.05,
+            what="the victim's server",
+        )
         assert "connected" not in attacker.exec(connect).stdout
 
 
