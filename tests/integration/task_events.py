@@ -11,25 +11,34 @@ from typing import Any
 
 from celery import Celery
 
+from tests.waiting import wait_until
+
 ENDS = ("task-succeeded", "task-failed")
 
 
 class TaskEvents:
     """Task events on for every worker of the farm at `broker_url` while in use; `ended` waits for tasks."""
 
-    def __init__(self, broker_url: str) -> None:
+    def __init__(self, broker_url: str, workers: int) -> None:
         self.app = Celery(broker=broker_url)
+        self.workers = workers
+        """How many workers the farm runs: every one must answer before events count as on."""
         self.ends: dict[str, str] = {}
         """Task id -> the type of its end event."""
         self._connection: Any = None
         self._events: Generator[None, None, None] | None = None
 
     def __enter__(self) -> TaskEvents:
-        workers = self.app.control.inspect(timeout=2).ping() or {}
-        assert workers, "no worker answered a ping"
+        # every worker up (one respawned a moment ago may still be starting)
+        wait_until(
+            lambda: self.app.control.inspect(timeout=1).ping() or {},
+            30,
+            accept=lambda answered: len(answered) >= self.workers,
+            what=f"{self.workers} workers answering a ping",
+        )
         # reply=True: returns once every worker has turned events on (the broadcast is asynchronous)
-        replies = self.app.control.enable_events(reply=True, timeout=5, limit=len(workers))
-        assert len(replies) == len(workers), (replies, workers)
+        replies = self.app.control.enable_events(reply=True, timeout=10, limit=self.workers)
+        assert len(replies) == self.workers, replies
         self._connection = self.app.connection_for_read()
         handlers = {end: self._record for end in ENDS}
         receiver = self.app.events.Receiver(self._connection, handlers=handlers)

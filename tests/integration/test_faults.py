@@ -119,7 +119,7 @@ def send_stage(farm: LocalFarm, job_id: str, stage: str, task_id: str) -> None:
 
 
 def test_a_duplicate_delivery_never_runs_a_stage_twice(faulty_farm: LocalFarm, fapi: httpx.Client) -> None:
-    with TaskEvents(faulty_farm.redis_url) as events:
+    with TaskEvents(faulty_farm.redis_url, workers=len(faulty_farm.worker_names())) as events:
         job_id = submit(fapi, {"handler": "noop", "run_s": 2})
         assert wait_state(fapi, job_id, {"run"}, 10).state is JobState.run
         token = job_fields(faulty_farm, job_id)["lease_token"]

@@ -49,7 +49,7 @@ def test_flower_sees_every_worker_and_task_events(farm: LocalFarm, api: httpx.Cl
     assert workers <= {e["hostname"] for e in heartbeats}
 
     # What Flower does while it runs: ask the workers for task events (tests/integration/task_events.py)
-    with TaskEvents(farm.redis_url) as events:
+    with TaskEvents(farm.redis_url, workers=len(farm.worker_names())) as events:
         job_id = submit(api, {"handler": "noop"})
         stages = set(stage_task_ids(job_id).values())
         assert events.ended(stages, 20) == dict.fromkeys(stages, "task-succeeded")
