@@ -27,6 +27,7 @@ from farm.builders import CompletionRecord, CompletionTimings, build_traces, bui
 from farm.builders.records import CallFailure
 from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.fast_path import ModelCallFastPath
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
 from farm.gateway.providers import (
     ANTHROPIC,
@@ -194,6 +195,18 @@ def _invalid(field: str, message: str) -> RequestValidationError:
 
 def _error(provider: str, error: GatewayError) -> JSONResponse:
     return JSONResponse(PROVIDERS[provider].render_error(error), status_code=error.status)
+
+
+_ROUTE_PROVIDERS = {
+    "v1/chat/completions": OPENAI_CHAT,
+    "v1/responses": OPENAI_RESPONSES,
+    "v1/messages": ANTHROPIC,
+}
+
+
+def provider_error(route: str, error: GatewayError) -> JSONResponse:
+    """`error` in the shape of the provider whose `route` (as in `model_call`) was called."""
+    return _error(_ROUTE_PROVIDERS.get(route, GOOGLE), error)
 
 
 async def _parse(
@@ -436,25 +449,52 @@ async def _relay(
     yield "".join(encoder.finish(reply.completion))
 
 
+async def model_call(request: Request, runtime: GatewayRuntime, session_id: str, route: str) -> Response:
+    """Serve one model call; `route` is the path after the session id (`v1/chat/completions`, ...).
+    Shared by the FastAPI routes below and the ASGI fast path (farm/gateway/fast_path.py)."""
+    if route == "v1/chat/completions":
+        return await _model_call(request, runtime, session_id, OPENAI_CHAT)
+    if route == "v1/responses":
+        return await _model_call(request, runtime, session_id, OPENAI_RESPONSES)
+    if route == "v1/messages":
+        return await _model_call(request, runtime, session_id, ANTHROPIC)
+    return await _google(request, runtime, session_id, route.rpartition("/")[2])
+
+
+async def _fast_model_call(request: Request, session_id: str, route: str) -> Response:
+    try:
+        return await model_call(request, await get_runtime(request), session_id, route)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        # What the API's exception handler answers on the routed path: retryable, not a 500.
+        message = f"the farm's Redis is unreachable ({type(exc).__name__}); retry shortly"
+        return provider_error(route, GatewayError(ErrorKind.unavailable, message))
+
+
+def install_fast_path(app: FastAPI) -> None:
+    """Serve the model calls ahead of FastAPI's routing (farm/gateway/fast_path.py); call it before adding
+    the app's other middleware, so that they wrap it."""
+    app.add_middleware(ModelCallFastPath, handle=_fast_model_call)
+
+
 @router.post("/sessions/{session_id}/v1/chat/completions")
 async def openai_chat_completions(
     session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
-    return await _model_call(request, runtime, session_id, OPENAI_CHAT)
+    return await model_call(request, runtime, session_id, "v1/chat/completions")
 
 
 @router.post("/sessions/{session_id}/v1/responses")
 async def openai_responses(
     session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
-    return await _model_call(request, runtime, session_id, OPENAI_RESPONSES)
+    return await model_call(request, runtime, session_id, "v1/responses")
 
 
 @router.post("/sessions/{session_id}/v1/messages")
 async def anthropic_messages(
     session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
-    return await _model_call(request, runtime, session_id, ANTHROPIC)
+    return await model_call(request, runtime, session_id, "v1/messages")
 
 
 async def _count_tokens(
@@ -490,6 +530,10 @@ def _google_encoder(alt_sse: bool) -> EncoderFactory:
 async def google_generate(
     session_id: str, model_action: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
+    return await _google(request, runtime, session_id, model_action)
+
+
+async def _google(request: Request, runtime: GatewayRuntime, session_id: str, model_action: str) -> Response:
     model, _, action = model_action.rpartition(":")
     if action == "generateContent":
         return await _model_call(request, runtime, session_id, GOOGLE, model, stream=False)
@@ -550,6 +594,7 @@ def create_gateway_app(
 
     app = FastAPI(title="rollout-farm model gateway", lifespan=lifespan)
     app.include_router(router)
+    install_fast_path(app)
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict[str, bool]:
