@@ -407,20 +407,18 @@ async def _relay(
     try:
         try:
             async for events in upstream.events():
-                if encoder is None:  # the first chunk names the prompt; the stream starts with it
-                    head = ChatCompletion(id=completion_id, model=upstream.assembler.model)
-                    head.usage.prompt_tokens = len(upstream.assembler.prompt_ids)
-                    encoder = make(head, chat)
+                if not events:
+                    continue
+                frames: list[str] = []
+                if encoder is None:  # held until there is something to say: failover stays invisible
+                    encoder = _stream_head(make, upstream, chat, completion_id)
                     frames = encoder.start()
-                else:
-                    frames = []
                 for event in events:
                     if isinstance(event, ToolCall):
                         frames += encoder.tool_call(event)
                     else:
                         frames += encoder.text(*event)
-                if frames:
-                    yield "".join(frames)
+                yield "".join(frames)
             reply = upstream.reply(completion_id)
         finally:
             await upstream.aclose()
@@ -445,8 +443,18 @@ async def _relay(
             yield "".join(encoder.start())
         yield "".join(encoder.error(error))
         return
-    assert encoder is not None
+    if encoder is None:  # a reply with no text and no call
+        encoder = _stream_head(make, upstream, chat, completion_id)
+        yield "".join(encoder.start())
     yield "".join(encoder.finish(reply.completion))
+
+
+def _stream_head(
+    make: EncoderFactory, upstream: UpstreamStream, chat: ChatRequest, completion_id: str
+) -> StreamEncoder:
+    head = ChatCompletion(id=completion_id, model=upstream.assembler.model)
+    head.usage.prompt_tokens = len(upstream.assembler.prompt_ids)
+    return make(head, chat)
 
 
 async def model_call(request: Request, runtime: GatewayRuntime, session_id: str, route: str) -> Response:
