@@ -42,7 +42,7 @@ from farm.gateway.providers.base import StreamEncoder
 from farm.gateway.providers.google_genai import StreamEncoder as GoogleStreamEncoder
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan, get_runtime
 from farm.gateway.sessions import NoCompletion, SessionInfo, SessionNotFound
-from farm.gateway.streaming import UpstreamStream
+from farm.gateway.streaming import StreamAssembler, UpstreamStream
 from farm.gateway.upstream import UpstreamReply
 from farm.models import BackendInfo, Trace
 from farm.web.responses import errors
@@ -404,15 +404,18 @@ async def _relay(
 ) -> AsyncIterator[str]:
     """Provider frames as the backend's chunks arrive; the completion is recorded before the final frames."""
     encoder: StreamEncoder | None = None
+    held: list[str] = []
+    """The opening frames: made off the critical path, sent with the first event (failover stays unseen)."""
+    head_of: StreamAssembler | None = None
     try:
         try:
             async for events in upstream.events():
-                if not events:
+                if head_of is not upstream.assembler and (encoder is None or held):  # a backend's first chunk
+                    head_of, encoder = upstream.assembler, _stream_head(make, upstream, chat, completion_id)
+                    held = encoder.start()
+                if not events or encoder is None:
                     continue
-                frames: list[str] = []
-                if encoder is None:  # held until there is something to say: failover stays invisible
-                    encoder = _stream_head(make, upstream, chat, completion_id)
-                    frames = encoder.start()
+                frames, held = held, []
                 for event in events:
                     if isinstance(event, ToolCall):
                         frames += encoder.tool_call(event)
@@ -440,13 +443,13 @@ async def _relay(
         await _Failure(runtime, session_id, provider, completion_id, started_at).record(error, chat)
         if encoder is None:
             encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)
-            yield "".join(encoder.start())
-        yield "".join(encoder.error(error))
+            held = encoder.start()
+        yield "".join([*held, *encoder.error(error)])
         return
-    if encoder is None:  # a reply with no text and no call
+    if encoder is None:  # a stream without a chunk
         encoder = _stream_head(make, upstream, chat, completion_id)
-        yield "".join(encoder.start())
-    yield "".join(encoder.finish(reply.completion))
+        held = encoder.start()
+    yield "".join([*held, *encoder.finish(reply.completion)])
 
 
 def _stream_head(
