@@ -309,7 +309,7 @@ async def _session_and_backend(
 ) -> tuple[SessionInfo, BackendInfo | None]:
     cached = runtime.store.cached(session_id)
     if cached is not None:
-        return cached, await runtime.backends.acquire(session_id)
+        return cached, None  # the forwarder acquires, overlapped with the call to the remembered pin
     # Reading the session and taking its (sticky) backend are independent: one round trip, not two.
     found, backend = await asyncio.gather(
         runtime.store.get(session_id), runtime.backends.acquire(session_id), return_exceptions=True
