@@ -306,7 +306,7 @@ def _start(args: argparse.Namespace, tmp: str, redis_url: str) -> dict[str, Any]
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--stream-calls", type=int, default=60)
+    parser.add_argument("--stream-calls", type=int, default=150)
     parser.add_argument("--token-latency-ms", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=4.0)
@@ -343,8 +343,14 @@ def _run(args: argparse.Namespace, urls: dict[str, str]) -> None:
             "direct backend",
         )
         added = statistics.median(streams["farm chat"]) - base
+        # Calls alternate direct/farm, so each pair saw the same load: a steadier view of the same gap.
+        pairs = zip(streams["farm chat"], streams["direct backend"], strict=True)
+        paired = statistics.median(farm - direct for farm, direct in pairs)
         verdict = "met" if added <= 2 else "MISSED"
-        print(f"farm first chunk: backend + {added:.2f} ms (goal <= backend + 2 ms): {verdict}")
+        print(
+            f"farm first chunk: backend + {added:.2f} ms (median of call pairs: + {paired:.2f} ms; "
+            f"goal <= backend + 2 ms): {verdict}"
+        )
         if rllm:
             body = paths[1][2]
             n = args.concurrency

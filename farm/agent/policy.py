@@ -12,6 +12,7 @@ import httpx
 
 from farm.errors import NoBackendAvailable
 from farm.inference import BackendClient, BackendUnavailable, Generation
+from farm.inference.policy import Attempts, NoBackendWait, Step, Verdict
 from farm.pool import BackendPool
 
 log = logging.getLogger(__name__)
@@ -54,18 +55,21 @@ class PolicyClient:
         self.calls = 0
 
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation:
-        failures = 0
-        wait = 0.05
+        """Failover, attempt limits and what counts as the backend's trouble: farm/inference/policy.py,
+        shared with the gateway. BackendUnavailable is the failover verdict."""
+        attempts = Attempts(max_attempts=self.max_failovers + 1)
+        waiting = NoBackendWait()
         while True:
             self.check()
             backend = self.pool.acquire(self.key)
             if backend is None:
-                if self.remaining() <= wait:
+                wait = waiting.wait_s(self.remaining())
+                if wait is None:
                     raise NoBackendAvailable("no healthy inference backend is registered")
                 time.sleep(wait)
-                wait = min(wait * 2, 1.0)
                 continue
             client = BackendClient(backend.address, backend.kind, self.http)
+            attempts.begin()
             self.pool.call_started(backend.address)
             try:
                 # Bounded by the job's budget, and a cancel interrupts the call in flight.
@@ -73,10 +77,10 @@ class PolicyClient:
                     prompt_ids, sampling, budget_s=self.remaining(), check=self.check
                 )
             except BackendUnavailable as exc:
-                failures += 1
                 log.warning("backend %s failed for %s: %s", backend.address, self.key, exc)
+                step = attempts.after(Verdict.failover, backend.address, str(exc))
                 self.pool.mark_unhealthy(backend.address)
-                if failures > self.max_failovers:
+                if step is Step.give_up:
                     raise
                 continue
             finally:

@@ -18,6 +18,7 @@ from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
 from farm.api.state import FarmState
 from farm.api.strict_json import StrictJSONBody
+from farm.gateway.app import install_fast_path
 from farm.gateway.app import router as gateway_router
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
 from farm.settings import Settings, get_settings
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
         openapi_url=None,
     )
+    install_fast_path(app)  # innermost: the size limit and JSON check still apply to model calls
     app.add_middleware(StrictJSONBody)  # inside the size limit: it reads whole bodies
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
 

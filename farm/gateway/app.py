@@ -27,6 +27,7 @@ from farm.builders import CompletionRecord, CompletionTimings, build_traces, bui
 from farm.builders.records import CallFailure
 from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.fast_path import ModelCallFastPath
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
 from farm.gateway.providers import (
     ANTHROPIC,
@@ -41,7 +42,7 @@ from farm.gateway.providers.base import StreamEncoder
 from farm.gateway.providers.google_genai import StreamEncoder as GoogleStreamEncoder
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan, get_runtime
 from farm.gateway.sessions import NoCompletion, SessionInfo, SessionNotFound
-from farm.gateway.streaming import UpstreamStream
+from farm.gateway.streaming import StreamAssembler, UpstreamStream
 from farm.gateway.upstream import UpstreamReply
 from farm.models import BackendInfo, Trace
 from farm.web.responses import errors
@@ -196,6 +197,18 @@ def _error(provider: str, error: GatewayError) -> JSONResponse:
     return JSONResponse(PROVIDERS[provider].render_error(error), status_code=error.status)
 
 
+_ROUTE_PROVIDERS = {
+    "v1/chat/completions": OPENAI_CHAT,
+    "v1/responses": OPENAI_RESPONSES,
+    "v1/messages": ANTHROPIC,
+}
+
+
+def provider_error(route: str, error: GatewayError) -> JSONResponse:
+    """`error` in the shape of the provider whose `route` (as in `model_call`) was called."""
+    return _error(_ROUTE_PROVIDERS.get(route, GOOGLE), error)
+
+
 async def _parse(
     request: Request,
     runtime: GatewayRuntime,
@@ -296,7 +309,7 @@ async def _session_and_backend(
 ) -> tuple[SessionInfo, BackendInfo | None]:
     cached = runtime.store.cached(session_id)
     if cached is not None:
-        return cached, await runtime.backends.acquire(session_id)
+        return cached, None  # the forwarder acquires, overlapped with the call to the remembered pin
     # Reading the session and taking its (sticky) backend are independent: one round trip, not two.
     found, backend = await asyncio.gather(
         runtime.store.get(session_id), runtime.backends.acquire(session_id), return_exceptions=True
@@ -391,23 +404,24 @@ async def _relay(
 ) -> AsyncIterator[str]:
     """Provider frames as the backend's chunks arrive; the completion is recorded before the final frames."""
     encoder: StreamEncoder | None = None
+    held: list[str] = []
+    """The opening frames: made off the critical path, sent with the first event (failover stays unseen)."""
+    head_of: StreamAssembler | None = None
     try:
         try:
             async for events in upstream.events():
-                if encoder is None:  # the first chunk names the prompt; the stream starts with it
-                    head = ChatCompletion(id=completion_id, model=upstream.assembler.model)
-                    head.usage.prompt_tokens = len(upstream.assembler.prompt_ids)
-                    encoder = make(head, chat)
-                    frames = encoder.start()
-                else:
-                    frames = []
+                if head_of is not upstream.assembler and (encoder is None or held):  # a backend's first chunk
+                    head_of, encoder = upstream.assembler, _stream_head(make, upstream, chat, completion_id)
+                    held = encoder.start()
+                if not events or encoder is None:
+                    continue
+                frames, held = held, []
                 for event in events:
                     if isinstance(event, ToolCall):
                         frames += encoder.tool_call(event)
                     else:
                         frames += encoder.text(*event)
-                if frames:
-                    yield "".join(frames)
+                yield "".join(frames)
             reply = upstream.reply(completion_id)
         finally:
             await upstream.aclose()
@@ -429,32 +443,69 @@ async def _relay(
         await _Failure(runtime, session_id, provider, completion_id, started_at).record(error, chat)
         if encoder is None:
             encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)
-            yield "".join(encoder.start())
-        yield "".join(encoder.error(error))
+            held = encoder.start()
+        yield "".join([*held, *encoder.error(error)])
         return
-    assert encoder is not None
-    yield "".join(encoder.finish(reply.completion))
+    if encoder is None:  # a stream without a chunk
+        encoder = _stream_head(make, upstream, chat, completion_id)
+        held = encoder.start()
+    yield "".join([*held, *encoder.finish(reply.completion)])
+
+
+def _stream_head(
+    make: EncoderFactory, upstream: UpstreamStream, chat: ChatRequest, completion_id: str
+) -> StreamEncoder:
+    head = ChatCompletion(id=completion_id, model=upstream.assembler.model)
+    head.usage.prompt_tokens = len(upstream.assembler.prompt_ids)
+    return make(head, chat)
+
+
+async def model_call(request: Request, runtime: GatewayRuntime, session_id: str, route: str) -> Response:
+    """Serve one model call; `route` is the path after the session id (`v1/chat/completions`, ...).
+    Shared by the FastAPI routes below and the ASGI fast path (farm/gateway/fast_path.py)."""
+    if route == "v1/chat/completions":
+        return await _model_call(request, runtime, session_id, OPENAI_CHAT)
+    if route == "v1/responses":
+        return await _model_call(request, runtime, session_id, OPENAI_RESPONSES)
+    if route == "v1/messages":
+        return await _model_call(request, runtime, session_id, ANTHROPIC)
+    return await _google(request, runtime, session_id, route.rpartition("/")[2])
+
+
+async def _fast_model_call(request: Request, session_id: str, route: str) -> Response:
+    try:
+        return await model_call(request, await get_runtime(request), session_id, route)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        # What the API's exception handler answers on the routed path: retryable, not a 500.
+        message = f"the farm's Redis is unreachable ({type(exc).__name__}); retry shortly"
+        return provider_error(route, GatewayError(ErrorKind.unavailable, message))
+
+
+def install_fast_path(app: FastAPI) -> None:
+    """Serve the model calls ahead of FastAPI's routing (farm/gateway/fast_path.py); call it before adding
+    the app's other middleware, so that they wrap it."""
+    app.add_middleware(ModelCallFastPath, handle=_fast_model_call)
 
 
 @router.post("/sessions/{session_id}/v1/chat/completions")
 async def openai_chat_completions(
     session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
-    return await _model_call(request, runtime, session_id, OPENAI_CHAT)
+    return await model_call(request, runtime, session_id, "v1/chat/completions")
 
 
 @router.post("/sessions/{session_id}/v1/responses")
 async def openai_responses(
     session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
-    return await _model_call(request, runtime, session_id, OPENAI_RESPONSES)
+    return await model_call(request, runtime, session_id, "v1/responses")
 
 
 @router.post("/sessions/{session_id}/v1/messages")
 async def anthropic_messages(
     session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
-    return await _model_call(request, runtime, session_id, ANTHROPIC)
+    return await model_call(request, runtime, session_id, "v1/messages")
 
 
 async def _count_tokens(
@@ -490,6 +541,10 @@ def _google_encoder(alt_sse: bool) -> EncoderFactory:
 async def google_generate(
     session_id: str, model_action: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
+    return await _google(request, runtime, session_id, model_action)
+
+
+async def _google(request: Request, runtime: GatewayRuntime, session_id: str, model_action: str) -> Response:
     model, _, action = model_action.rpartition(":")
     if action == "generateContent":
         return await _model_call(request, runtime, session_id, GOOGLE, model, stream=False)
@@ -550,6 +605,7 @@ def create_gateway_app(
 
     app = FastAPI(title="rollout-farm model gateway", lifespan=lifespan)
     app.include_router(router)
+    install_fast_path(app)
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict[str, bool]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Coroutine
+from collections import OrderedDict
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ from farm.gateway.upstream import (
     chat_url,
     client_error,
     error_message,
+    finish_reason,
+    models_url,
     parse_chat_reply,
 )
 from farm.gateway.upstream_http import (
@@ -30,7 +33,15 @@ from farm.gateway.upstream_http import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from farm.inference.errors import retryable_status
+from farm.inference.policy import (
+    Attempts,
+    Step,
+    Transport,
+    Verdict,
+    finish_verdict,
+    status_verdict,
+    transport_verdict,
+)
 from farm.models import BackendInfo
 
 # Transport failures after which another backend is tried (the request never produced a completion).
@@ -68,13 +79,14 @@ class Forwarder:
         """The hot call's client (plain http:// backends); httpx for everything else."""
         self.max_attempts = max_attempts
         self._served: dict[str, str] = {}
+        self._pins = _Pins()
         self._tasks: set[asyncio.Future[None]] = set()
 
-    async def served_model(self, address: str) -> str | None:
+    async def served_model(self, address: str, kind: str = "vllm") -> str | None:
         """The backend's first served model (cached): harnesses send their own names (claude-*, gpt-*)."""
         if address not in self._served:
             try:
-                response = await self.http.get(f"{address}/models", timeout=10.0)
+                response = await self.http.get(models_url(address, kind), timeout=10.0)
                 models = response.json().get("data") or []
                 if response.status_code == 200 and models:
                     self._served[address] = str(models[0]["id"])
@@ -82,11 +94,13 @@ class Forwarder:
                 return None
         return self._served.get(address)
 
-    async def _model_for(self, session: SessionInfo, request: ChatRequest, address: str) -> str:
+    async def _model_for(
+        self, session: SessionInfo, request: ChatRequest, address: str, kind: str = "vllm"
+    ) -> str:
         pinned = session.metadata.get("model")
         if pinned:
             return str(pinned)
-        return await self.served_model(address) or request.model
+        return await self.served_model(address, kind) or request.model
 
     def upstream_body(self, session: SessionInfo, request: ChatRequest, model: str) -> dict[str, Any]:
         body = request.upstream_body(model)
@@ -103,87 +117,144 @@ class Forwarder:
         first_backend: BackendInfo | None = None,
     ) -> ForwardResult:
         """`first_backend`: the session's backend when the caller acquired it already (overlapping that
-        round trip with reading the session)."""
-        response, address, attempts, upstream_s = await self._send(session, request, first_backend, False)
-        try:
-            data = response.json()
-        except json.JSONDecodeError:
-            raise GatewayError(ErrorKind.upstream, f"backend {address} sent a non-JSON reply") from None
-        reply = parse_chat_reply(data, completion_id)
-        return ForwardResult(reply=reply, backend=address, upstream_s=upstream_s, attempts=attempts)
+        round trip with reading the session). A reply the engine aborted fails over like a 5xx."""
+        attempts = Attempts(self.max_attempts)
+        upstream_s = 0.0
+        while True:
+            response, address, spent = await self._send(session, request, first_backend, False, attempts)
+            upstream_s += spent
+            try:
+                data = response.json()
+            except json.JSONDecodeError:
+                raise GatewayError(ErrorKind.upstream, f"backend {address} sent a non-JSON reply") from None
+            finish = finish_reason(data)
+            if finish_verdict(finish) is not Verdict.failover:
+                reply = parse_chat_reply(data, completion_id)
+                return ForwardResult(
+                    reply=reply, backend=address, upstream_s=upstream_s, attempts=attempts.made
+                )
+            await self._failed(attempts, address, f"the engine ended the call with finish_reason {finish!r}")
 
     async def open_stream(
         self, session: SessionInfo, request: ChatRequest, first_backend: BackendInfo | None = None
     ) -> UpstreamStream:
-        """The backend's streamed reply, its status checked and its body not yet read (close it)."""
-        response, address, attempts, upstream_s = await self._send(session, request, first_backend, True)
-        return UpstreamStream(
-            response,
-            address,
-            attempts,
-            upstream_s,
-            on_close=lambda: self._in_background(self.backends.call_finished(address)),
-        )
+        """The backend's streamed reply, its status checked and its body not yet read (close it). Until it
+        hands on its first event the stream fails over by itself (an abort, a broken or failed stream)."""
+        attempts = Attempts(self.max_attempts)
+        response, address, upstream_s = await self._send(session, request, first_backend, True, attempts)
+
+        async def reopen(failed: str, problem: str) -> tuple[Any, str, float]:
+            await self._failed(attempts, failed, problem)
+            return await self._send(session, request, None, True, attempts)
+
+        def closed(address: str) -> None:
+            self._in_background(self.backends.call_finished(address))
+
+        return UpstreamStream(response, address, attempts, upstream_s, on_close=closed, reopen=reopen)
 
     async def _send(
-        self, session: SessionInfo, request: ChatRequest, first_backend: BackendInfo | None, stream: bool
-    ) -> tuple[httpx.Response, str, int, float]:
-        """The first backend answer below 400, failing over on transport errors and 5xx.
-
-        Returns (response, backend address, attempts, seconds spent upstream). A streamed response's body is
-        unread and its backend still counted in flight until the stream closes.
-        """
-        last_problem = "no attempt made"
+        self,
+        session: SessionInfo,
+        request: ChatRequest,
+        first_backend: BackendInfo | None,
+        stream: bool,
+        attempts: Attempts,
+    ) -> tuple[Any, str, float]:
+        """The first backend answer below 400, failing over (farm/inference/policy.py) on transport errors,
+        5xx, 408 and 429. Returns (response, backend address, seconds spent upstream). A streamed response's
+        body is unread and its backend still counted in flight until the stream closes."""
         upstream_s = 0.0
-        for attempt in range(1, self.max_attempts + 1):
-            if attempt == 1 and first_backend is not None:
-                backend: BackendInfo | None = first_backend
-            else:
-                backend = await self.backends.acquire(session.session_id)
+        while True:
+            started = time.perf_counter()
+            backend, early = await self._choose(session, request, first_backend, stream, attempts.made == 0)
             if backend is None:
                 raise GatewayError(ErrorKind.unavailable, "no healthy inference backend is registered")
+            attempts.begin()
             address = backend.address.rstrip("/")
-            body = self.upstream_body(session, request, await self._model_for(session, request, address))
-            if stream:
-                body["stream"] = True
-                body["stream_options"] = {"include_usage": True}
-            extra, dropped = capture_keys(backend.kind, stream)
-            body = {**{k: v for k, v in body.items() if k not in dropped}, **extra}
             # In-flight bookkeeping overlaps the call instead of adding Redis round trips to it.
             call_started = asyncio.ensure_future(self.backends.call_started(address))
-            started = time.perf_counter()
             in_flight = True
             try:
-                response = await self._post(chat_url(address, backend.kind), body, stream)
+                if early is None:
+                    body = await self._body(session, request, backend, stream)
+                    started = time.perf_counter()
+                    early = self._post(chat_url(address, backend.kind), body, stream)
+                response = await early
                 if not stream or response.status_code >= 400:
                     in_flight = False
-            except _RETRYABLE as exc:
+            except (*_RETRYABLE, *_TIMEOUTS) as exc:
                 in_flight = False
-                last_problem = f"{address}: {type(exc).__name__}: {exc}"
-                await self._fail_over(session, address)
+                # A connect timeout is retryable (nothing was sent): _RETRYABLE is checked first.
+                failure = Transport.broken if isinstance(exc, _RETRYABLE) else Transport.deadline
+                if transport_verdict(failure) is Verdict.timeout:
+                    raise GatewayError(ErrorKind.timeout, f"backend {address} timed out: {exc}") from exc
+                await self._failed(attempts, address, f"{type(exc).__name__}: {exc}")
                 continue
-            except _TIMEOUTS as exc:
-                in_flight = False
-                raise GatewayError(ErrorKind.timeout, f"backend {address} timed out: {exc}") from exc
             finally:
                 upstream_s += time.perf_counter() - started
                 await call_started
                 if not in_flight:
                     self._in_background(self.backends.call_finished(address))
-            if retryable_status(response.status_code):  # the one classifier (farm/inference/errors.py)
-                last_problem = f"{address}: HTTP {response.status_code}: {response.text[:500]}"
-                await self._fail_over(session, address)
-                continue
-            if response.status_code >= 400:
-                try:
-                    data: Any = response.json()
-                except json.JSONDecodeError:
-                    data = None
-                raise client_error(response.status_code, error_message(data, response.text[:500]))
-            return response, address, attempt, upstream_s
-        raise GatewayError(
-            ErrorKind.upstream, f"all {self.max_attempts} attempts failed; last: {last_problem}"
-        )
+            if response.status_code < 400:
+                return response, address, upstream_s
+            message = _error_text(response)
+            if status_verdict(response.status_code, message) is not Verdict.failover:
+                raise client_error(response.status_code, message)
+            await self._failed(attempts, address, f"HTTP {response.status_code}: {message[:500]}")
+
+    async def _choose(
+        self,
+        session: SessionInfo,
+        request: ChatRequest,
+        first_backend: BackendInfo | None,
+        stream: bool,
+        first_try: bool,
+    ) -> tuple[BackendInfo | None, Awaitable[Any] | None]:
+        """The backend for this attempt, and, on a first try of a session this process has seen, its POST
+        already on the way: sent to the remembered pin while the pool's acquire (a Redis round trip, ~0.65 ms
+        traced) confirms it. A pin the pool moved meanwhile (failover, removal, a swap) loses its call
+        before a byte of it reaches the client."""
+        if first_try and first_backend is not None:
+            self._pins.remember(session.session_id, first_backend)
+            return first_backend, None
+        pinned = self._pins.get(session.session_id) if first_try else None
+        if pinned is None:
+            backend = await self.backends.acquire(session.session_id)
+            self._pins.remember(session.session_id, backend)
+            return backend, None
+        body = await self._body(session, request, pinned, stream)
+        early = asyncio.ensure_future(self._post(chat_url(pinned.address, pinned.kind), body, stream))
+        try:
+            await asyncio.sleep(0)  # the POST goes out first: the acquire's reply is the shorter wait
+            backend = await self.backends.acquire(session.session_id)
+        except BaseException:
+            await _discard(early)
+            raise
+        self._pins.remember(session.session_id, backend)
+        if backend is not None and (backend.address, backend.kind) == (pinned.address, pinned.kind):
+            return backend, early
+        await _discard(early)
+        return backend, None
+
+    async def _body(
+        self, session: SessionInfo, request: ChatRequest, backend: BackendInfo, stream: bool
+    ) -> dict[str, Any]:
+        address = backend.address.rstrip("/")
+        model = await self._model_for(session, request, address, backend.kind)
+        body = self.upstream_body(session, request, model)
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        extra, dropped = capture_keys(backend.kind, stream)
+        return {**{k: v for k, v in body.items() if k not in dropped}, **extra}
+
+    async def _failed(self, attempts: Attempts, address: str, problem: str) -> None:
+        """An attempt failed over: the backend is marked unhealthy (the pool's acquire then moves the
+        session's pin off it); raises when no attempt is left."""
+        step = attempts.after(Verdict.failover, address, problem)
+        await self.backends.mark_unhealthy(address)
+        if step is Step.give_up:
+            raise GatewayError(ErrorKind.upstream, attempts.summary())
 
     async def _post(self, url: str, body: dict[str, Any], stream: bool) -> Any:
         """The backend's reply (an `upstream_http.Response`, or an httpx one for https), its body read
@@ -203,10 +274,6 @@ class Forwarder:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _fail_over(self, session: SessionInfo, address: str) -> None:
-        await self.backends.mark_unhealthy(address)
-        await self.backends.release(session.session_id)
-
     async def count_tokens(self, session: SessionInfo, request: ChatRequest) -> tuple[int, bool]:
         """(prompt tokens, exact) via the backend's /tokenize (vLLM), else a bytes/4 estimate."""
         backend = await self.backends.acquire(session.session_id)
@@ -214,7 +281,7 @@ class Forwarder:
             address = backend.address.rstrip("/")
             root = address[: -len("/v1")] if address.endswith("/v1") else address
             body: dict[str, Any] = {
-                "model": await self._model_for(session, request, address),
+                "model": await self._model_for(session, request, address, backend.kind),
                 "messages": request.messages,
                 "add_generation_prompt": True,
             }
@@ -229,3 +296,41 @@ class Forwarder:
                     continue
         size = len(json.dumps([request.messages, request.tools], ensure_ascii=False).encode())
         return max(1, size // 4), False
+
+
+def _error_text(response: Any) -> str:
+    """The error message of a failed backend answer (its body already read)."""
+    try:
+        data: Any = response.json()
+    except json.JSONDecodeError:
+        data = None
+    return error_message(data, response.text[:500])
+
+
+class _Pins:
+    """The backend each recent session was pinned to by the pool, as this process last heard (bounded)."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self.size = size
+        self._pins: OrderedDict[str, BackendInfo] = OrderedDict()
+
+    def get(self, session_id: str) -> BackendInfo | None:
+        return self._pins.get(session_id)
+
+    def remember(self, session_id: str, backend: BackendInfo | None) -> None:
+        if backend is None:
+            self._pins.pop(session_id, None)
+            return
+        self._pins[session_id] = backend
+        self._pins.move_to_end(session_id)
+        while len(self._pins) > self.size:
+            self._pins.popitem(last=False)
+
+
+async def _discard(call: asyncio.Future[Any]) -> None:
+    """Abandon a POST sent ahead: cancelled in flight, or its response closed (its connection dropped)."""
+    if not call.done():
+        call.cancel()
+    await asyncio.wait({call})  # a cancel of the caller itself still propagates
+    if not call.cancelled() and call.exception() is None:
+        await call.result().aclose()

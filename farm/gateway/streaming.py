@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,8 @@ import httpx
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ToolCall
 from farm.gateway.upstream import UpstreamReply, parse_chat_reply
+from farm.gateway.upstream_http import UpstreamProtocolError
+from farm.inference.policy import Attempts, Verdict, finish_verdict
 
 TextEvent = tuple[str, str]
 """("reasoning" | "content", text)."""
@@ -120,27 +122,55 @@ class StreamAssembler:
         return parse_chat_reply(data, completion_id)
 
 
+class BackendTrouble(GatewayError):
+    """The backend's own failure mid-stream (an abort, an error chunk, a stream ended without finishing):
+    failed over while nothing has been handed on, else the call's error."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorKind.upstream, message)
+
+
+# Read failures of a stream that another backend may not have (the connection broke).
+_BROKEN = (BackendTrouble, UpstreamProtocolError, httpx.ReadError, httpx.RemoteProtocolError)
+
+Reopen = Callable[[str, str], Awaitable[tuple[Any, str, float]]]
+"""(failed backend, problem) -> (response, backend, seconds) of the next attempt; raises when none is left."""
+
+
 class UpstreamStream:
-    """An open streamed backend response (status already checked); iterate `events()`, then `reply()`."""
+    """An open streamed backend response (status already checked); iterate `events()`, then `reply()`.
+
+    Until it hands on its first event, a backend failure moves the call to the next backend (`reopen`,
+    the shared failover policy's next attempt): the client has seen nothing of the failed one."""
 
     def __init__(
         self,
-        response: httpx.Response,
+        response: Any,
         address: str,
-        attempts: int,
+        attempts: Attempts,
         upstream_s: float,
-        on_close: Callable[[], None],
+        on_close: Callable[[str], None],
+        reopen: Reopen | None = None,
     ) -> None:
+        self._attempts = attempts
+        self.upstream_s = upstream_s
+        self._on_close = on_close
+        self._reopen = reopen
+        self.handed_on = False
+        self._use(response, address)
+
+    def _use(self, response: Any, address: str) -> None:
         self.response = response
         self.address = address
-        self.attempts = attempts
-        self.upstream_s = upstream_s
         self.assembler = StreamAssembler()
         self._lines = response.aiter_lines()
-        self._on_close = on_close
         self._closed = False
         self._started = time.perf_counter()
         self.done = False
+
+    @property
+    def attempts(self) -> int:
+        return self._attempts.made
 
     async def next_chunk(self) -> dict[str, Any] | None:
         """The next JSON chunk, or None at `[DONE]` / the end of the body."""
@@ -160,25 +190,43 @@ class UpstreamStream:
             if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
                 error = chunk["error"]
                 message = error.get("message") if isinstance(error, dict) else str(error)
-                raise GatewayError(ErrorKind.upstream, f"backend {self.address} failed mid-stream: {message}")
+                raise BackendTrouble(f"backend {self.address} failed mid-stream: {message}")
             return chunk
         self.done = True
         return None
 
     async def events(self) -> AsyncIterator[list[StreamEvent]]:
         """Per backend chunk, the events it carries (often none); the held calls come last."""
+        while True:
+            try:
+                async for events in self._events():
+                    self.handed_on = self.handed_on or bool(events)
+                    yield events
+                return
+            except _BROKEN as exc:
+                if self.handed_on or self._reopen is None:
+                    raise
+                failed, problem = self.address, str(exc)
+                await self._close()
+                response, address, spent = await self._reopen(failed, problem)
+                self.upstream_s += spent
+                self._use(response, address)
+
+    async def _events(self) -> AsyncIterator[list[StreamEvent]]:
         while (chunk := await self.next_chunk()) is not None:
-            yield self.assembler.feed(chunk)
+            events = self.assembler.feed(chunk)
+            if finish_verdict(self.assembler.finish_reason) is Verdict.failover:
+                reason = self.assembler.finish_reason
+                raise BackendTrouble(f"backend {self.address} ended the call with finish_reason {reason!r}")
+            yield events
         if self.assembler.finish_reason is None:
-            raise GatewayError(
-                ErrorKind.upstream, f"backend {self.address} ended the stream without finishing"
-            )
+            raise BackendTrouble(f"backend {self.address} ended the stream without finishing")
         yield self.assembler.flush()
 
     def reply(self, completion_id: str) -> UpstreamReply:
         return self.assembler.reply(completion_id)
 
-    async def aclose(self) -> None:
+    async def _close(self) -> None:
         if self._closed:
             return
         self._closed = True
@@ -186,4 +234,7 @@ class UpstreamStream:
         try:
             await self.response.aclose()
         finally:
-            self._on_close()
+            self._on_close(self.address)
+
+    async def aclose(self) -> None:
+        await self._close()

@@ -23,8 +23,9 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from farm.gateway.errors import ErrorKind, GatewayError, is_context_overflow
+from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ChatCompletion, FinishReason, ToolCall, Usage
+from farm.inference.policy import Verdict, finish_verdict, status_verdict
 
 _LIMIT = re.compile(
     r"maximum (?:context|model) length (?:is )?(?:of )?(\d+)|context length \((\d+) tokens\)", re.IGNORECASE
@@ -58,12 +59,29 @@ def capture_keys(kind: str, stream: bool) -> tuple[dict[str, Any], tuple[str, ..
     return keys, ()
 
 
-def chat_url(address: str, kind: str) -> str:
+def openai_base(address: str, kind: str) -> str:
     """vLLM is registered at .../v1; SGLang may be registered at its root (its /generate lives there)."""
     address = address.rstrip("/")
     if kind == "sglang" and not address.endswith("/v1"):
         address += "/v1"
-    return f"{address}/chat/completions"
+    return address
+
+
+def chat_url(address: str, kind: str) -> str:
+    return f"{openai_base(address, kind)}/chat/completions"
+
+
+def models_url(address: str, kind: str) -> str:
+    return f"{openai_base(address, kind)}/models"
+
+
+def finish_reason(data: Any) -> str | None:
+    """The first choice's finish reason of a chat reply of any shape (None when it has none)."""
+    try:
+        reason = data["choices"][0].get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return reason if isinstance(reason, str) else None
 
 
 def _token_ids(data: dict[str, Any], choice: dict[str, Any], index: int) -> tuple[list[int], list[int]]:
@@ -127,8 +145,9 @@ def _parse_chat_reply(data: dict[str, Any], completion_id: str) -> UpstreamReply
         raise GatewayError(ErrorKind.upstream, "backend reply has no choices") from None
     message = choice.get("message") or {}
     finish = choice.get("finish_reason") or "stop"
-    if finish in ("abort", "error"):
-        # The engine dropped the request (SGLang/vLLM abort): the output is a fragment, not an answer.
+    if finish_verdict(finish) is Verdict.failover:
+        # The engine dropped the request (SGLang/vLLM abort): the output is a fragment, not an answer. The
+        # forwarder fails over before it gets here; a stream that already handed text on ends here.
         raise GatewayError(ErrorKind.upstream, f"backend ended the call with finish_reason {finish!r}")
     prompt_ids, response_ids = _token_ids(data, choice, int(choice.get("index") or 0))
     logprobs, problem = _logprobs(choice, response_ids)
@@ -195,7 +214,7 @@ def _first_number(match: re.Match[str] | None) -> int | None:
 
 def client_error(status: int, message: str) -> GatewayError:
     """A 4xx from the backend: context overflow gets its own kind (and token counts when stated)."""
-    if is_context_overflow(message):
+    if status_verdict(status, message) is Verdict.overflow:
         limit = _LIMIT.search(message)
         requested = _REQUESTED.search(message)
         return GatewayError(

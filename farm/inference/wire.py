@@ -21,10 +21,9 @@ from farm.inference.errors import (
     BadBackendResponse,
     ContextOverflow,
     InferenceError,
-    is_context_overflow,
-    retryable_status,
 )
 from farm.inference.generation import Generation
+from farm.inference.policy import Verdict, finish_verdict, status_verdict
 
 BackendKind = Literal["vllm", "sglang"]
 
@@ -71,11 +70,12 @@ def sglang_root(address: str) -> str:
 
 
 def error_for_status(status: int, text: str, backend: str) -> InferenceError:
-    """Classify a non-200 answer."""
+    """Classify a non-200 answer by the shared policy (farm/inference/policy.py)."""
     message = _error_message(text)
-    if retryable_status(status):
+    verdict = status_verdict(status, message)
+    if verdict is Verdict.failover:
         return BackendUnavailable(f"{backend} answered {status}: {message}", backend=backend, status=status)
-    if status == 400 and is_context_overflow(message):
+    if verdict is Verdict.overflow:
         return ContextOverflow(message, backend=backend, status=status)
     return BackendRejected(f"{backend} answered {status}: {message}", backend=backend, status=status)
 
@@ -153,9 +153,7 @@ def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float)
     if kind == "abort":
         # Checked before the logprobs: an abort before prefill carries no output at all.
         message = str(finish.get("message", "")) if isinstance(finish, dict) else ""
-        if is_context_overflow(message):
-            raise ContextOverflow(message, backend=backend)
-        _finish(kind, backend)
+        _finish(kind, backend, message)
     entries = meta.get("output_token_logprobs")
     if entries is None:
         raise BadBackendResponse(f"{backend} returned no output_token_logprobs", backend=backend)
@@ -202,17 +200,21 @@ def _token_id(token: Any, backend: str) -> int:
     return int(match.group(1))
 
 
-def _finish(reason: Any, backend: str) -> Literal["stop", "length"]:
+_ENGINE_FINISHES = ("stop", "length", "repetition", "abort", "error")
+"""What the engines' token routes end with (the chat routes' tool_calls never appear there)."""
+
+
+def _finish(reason: Any, backend: str, message: str = "") -> Literal["stop", "length"]:
     """vLLM's finish reasons (vllm/v1/engine/__init__.py FINISH_REASON_STRINGS: stop, length, abort,
-    error, repetition) and SGLang's meta_info.finish_reason types (stop, length, abort). An aborted or
-    errored request is the server's trouble, not an answer: the call is retried elsewhere like any
-    unavailable backend. Repetition detection ends generation normally (parse records it as the
-    stop reason)."""
-    if reason in ("stop", "length"):
-        return reason  # type: ignore[no-any-return]
-    if reason == "repetition":
-        return "stop"
-    if reason in ("abort", "error"):
+    error, repetition) and SGLang's meta_info.finish_reason types (stop, length, abort), judged by the
+    shared policy: an aborted or errored request fails over, repetition ends generation normally (parse
+    records it as the stop reason)."""
+    verdict = finish_verdict(reason, message) if reason in _ENGINE_FINISHES else Verdict.bad_reply
+    if verdict is Verdict.ok:
+        return "length" if reason == "length" else "stop"
+    if verdict is Verdict.overflow:
+        raise ContextOverflow(message, backend=backend)
+    if verdict is Verdict.failover:
         raise BackendUnavailable(
             f"{backend} ended the request with finish_reason {reason!r}", backend=backend
         )

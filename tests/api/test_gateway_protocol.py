@@ -26,6 +26,7 @@ BROKEN = [
 @pytest.fixture
 def session(api: httpx.Client) -> Iterator[tuple[MisbehavingBackend, str]]:
     with MisbehavingBackend() as backend:
+        api.post("/clear_llm_server").raise_for_status()  # another test module may have left one
         api.post("/add_llm_server", json={"address": backend.url}).raise_for_status()
         try:
             yield backend, api.post("/gateway/sessions", json={}).raise_for_status().json()["session_id"]

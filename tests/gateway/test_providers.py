@@ -434,3 +434,11 @@ def test_context_overflow_wording_and_error_shapes() -> None:
         "error": {"type": "not_found_error", "message": "no such session"},
     }
     assert shapes["google"]["error"] == {"code": 404, "message": "no such session", "status": "NOT_FOUND"}
+
+
+@given(TEXT, st.sampled_from(["content", "reasoning"]), NAMES)
+def test_chat_text_frames_are_the_generic_chunk(text: str, kind: str, model: str) -> None:
+    """The streamed text frame spliced from pre-encoded parts is byte for byte the generic chunk."""
+    encoder = chat.StreamEncoder(ChatCompletion(id="c1", model=model), ChatRequest(messages=[]))
+    key = "reasoning_content" if kind == "reasoning" else "content"
+    assert encoder.text(kind, text) == [encoder._chunk({key: text})]

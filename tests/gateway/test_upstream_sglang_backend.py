@@ -3,6 +3,7 @@ registered in the farm's pool as kind "sglang" at its root address: traces stay 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,8 @@ import redis
 
 from farm.chat.tokenizer import ChatTokenizer
 from farm.embedded_redis import EmbeddedRedis, free_port
+from farm.gateway.backends import StaticBackends
+from farm.gateway.forwarding import Forwarder
 from farm.pool import BackendPool
 from tests.gateway.conftest import _spawn, _stop, start_gateway
 from tests.gateway.test_reference_backend import TOOLS
@@ -21,20 +24,40 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def sglang_gateway(redis_server: EmbeddedRedis) -> Iterator[str]:
+def sglang_root() -> Iterator[str]:
+    """The root address of a reference server emulating SGLang (its OpenAI routes live under /v1)."""
     port = free_port()
     args = ["-m", "farm.llm", "serve", "--policy", "scripted", "--emulate", "sglang", "--port", str(port)]
     llm = _spawn(args, f"http://127.0.0.1:{port}/health")
+    yield f"http://127.0.0.1:{port}"
+    _stop(llm)
+
+
+@pytest.fixture(scope="module")
+def sglang_gateway(redis_server: EmbeddedRedis, sglang_root: str) -> Iterator[str]:
     db = redis_server.url.rsplit("/", 1)[0] + "/4"
     client = redis.Redis.from_url(db)
     client.flushdb()
-    BackendPool(client).add(f"http://127.0.0.1:{port}", kind="sglang")
+    BackendPool(client).add(sglang_root, kind="sglang")
     process, url = start_gateway(db, [])
     yield url
     _stop(process)
-    _stop(llm)
     client.flushdb()
     client.close()
+
+
+def test_the_served_model_is_looked_up_under_v1_of_an_sglang_root(sglang_root: str) -> None:
+    """The gateway names the backend's own model upstream (harnesses send claude-*, gpt-*): for SGLang
+    registered at its root that list is at /v1/models, not /models (which answers 404)."""
+    served = httpx.get(f"{sglang_root}/v1/models").json()["data"][0]["id"]
+    assert httpx.get(f"{sglang_root}/models").status_code == 404
+
+    async def lookup() -> str | None:
+        async with httpx.AsyncClient() as http:
+            forwarder = Forwarder(StaticBackends([sglang_root]), http)
+            return await forwarder.served_model(sglang_root, "sglang")
+
+    assert asyncio.run(lookup()) == served
 
 
 def _session(gateway: str) -> tuple[str, openai.OpenAI]:

@@ -121,6 +121,9 @@ def render_response(completion: ChatCompletion, request: ChatRequest) -> dict[st
     }
 
 
+_TEXT_TAIL = ',"finish_reason":null,"logprobs":null}]}\n\n'
+
+
 class StreamEncoder:
     """Chat chunks as the upstream produces them: deltas pass through, each tool call goes out whole."""
 
@@ -133,6 +136,7 @@ class StreamEncoder:
         }
         self.request = request
         self.calls = 0
+        self._head_json: str | None = None
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
@@ -142,7 +146,16 @@ class StreamEncoder:
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def text(self, kind: str, text: str) -> list[str]:
-        return [self._chunk({"reasoning_content" if kind == "reasoning" else "content": text})]
+        # The hot frame, spliced from pre-encoded parts: the same bytes as `_chunk({key: text})`.
+        key = "reasoning_content" if kind == "reasoning" else "content"
+        return [f'{self._text_head}{{"{key}":{json.dumps(text)}}}{_TEXT_TAIL}']
+
+    @property
+    def _text_head(self) -> str:
+        if self._head_json is None:
+            self._head_json = "data: " + json.dumps(self.head, separators=(",", ":"))[:-1]
+            self._head_json += ',"choices":[{"index":0,"delta":'
+        return self._head_json
 
     def tool_call(self, call: ToolCall) -> list[str]:
         index, self.calls = self.calls, self.calls + 1

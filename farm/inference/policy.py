@@ -1,0 +1,142 @@
+"""One policy for a model call across the pool's backends, shared by the agent loop (sync, token-in/token-out)
+and the gateway (async, chat): what each outcome of an attempt means, whether another backend is tried,
+when the call gives up. Pure logic; the two transports only do the I/O it asks for.
+
+Outcomes (`Verdict`):
+- ok: an answer to use.
+- failover: the backend's trouble (connect error, broken exchange, 5xx/408/429, finish_reason `abort` or
+  `error`): mark it unhealthy, give up the session's pin, try the next backend while attempts are left.
+- overflow: prompt plus max_tokens exceed the window (a 4xx or an SGLang abort saying so): never retried.
+- rejected: the backend refused the request (any other 4xx): a caller bug or bad config, never retried.
+- timeout: the call's own deadline passed: not the backend's fault, so neither marked nor retried.
+- bad_reply: the backend answered but broke the protocol: never trained on, never retried.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from farm.inference.errors import is_context_overflow, retryable_status
+
+
+class Verdict(StrEnum):
+    ok = "ok"
+    failover = "failover"
+    overflow = "overflow"
+    rejected = "rejected"
+    timeout = "timeout"
+    bad_reply = "bad_reply"
+
+
+class Transport(StrEnum):
+    """How an exchange failed below HTTP."""
+
+    connect = "connect"
+    """No connection (refused, unreachable): nothing was sent."""
+    broken = "broken"
+    """The connection broke or the reply was not HTTP."""
+    deadline = "deadline"
+    """The call's time ran out (a stalled backend, or the job's budget)."""
+
+
+NORMAL_FINISHES = frozenset({"stop", "length", "repetition", "tool_calls", "function_call", "content_filter"})
+"""Finish reasons of a complete answer: vLLM's stop/length/repetition (vllm/v1/engine/__init__.py
+FINISH_REASON_STRINGS; repetition detection ends generation normally), SGLang's stop/length, and the chat
+routes' tool_calls / function_call / content_filter."""
+
+FAILED_FINISHES = frozenset({"abort", "error"})
+"""The engine dropped the request: whatever output came is a fragment, never an answer."""
+
+
+def status_verdict(status: int, message: str = "") -> Verdict:
+    """An HTTP status (with the error's message) from a backend."""
+    if status < 400:
+        return Verdict.ok
+    if retryable_status(status):
+        return Verdict.failover
+    if is_context_overflow(message):
+        return Verdict.overflow
+    return Verdict.rejected
+
+
+def finish_verdict(reason: str | None, message: str = "") -> Verdict:
+    """A finish reason (with the abort's message, SGLang's `meta_info.finish_reason.message`); no reason is
+    a normal end (a chat reply that did not say)."""
+    if reason is None or reason in NORMAL_FINISHES:
+        return Verdict.ok
+    if reason in FAILED_FINISHES:
+        # SGLang aborts a prompt that does not fit before prefill, saying so: retrying cannot help.
+        return Verdict.overflow if is_context_overflow(message) else Verdict.failover
+    return Verdict.bad_reply
+
+
+def transport_verdict(failure: Transport) -> Verdict:
+    return Verdict.timeout if failure is Transport.deadline else Verdict.failover
+
+
+class Step(StrEnum):
+    """What the transport does after an attempt."""
+
+    done = "done"
+    """Use the answer."""
+    retry = "retry"
+    """Mark the backend unhealthy, release the pin, acquire the next backend and call again."""
+    give_up = "give_up"
+    """Mark the backend unhealthy and fail the call: every attempt failed over."""
+    fail = "fail"
+    """Fail the call with this attempt's own error (nothing to mark: not the backend's trouble)."""
+
+
+@dataclass
+class Attempts:
+    """The attempts of one model call. `begin()` before each, `after()` with its verdict."""
+
+    max_attempts: int = 3
+    made: int = 0
+    failures: list[str] = field(default_factory=list)
+    """Why each failed-over attempt failed ("backend: problem"), oldest first."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("a call needs at least one attempt")
+
+    def begin(self) -> int:
+        """Count an attempt; returns its number (1-based)."""
+        if self.made >= self.max_attempts:
+            raise RuntimeError(f"attempt {self.made + 1} of a call allowed {self.max_attempts}")
+        self.made += 1
+        return self.made
+
+    def after(self, verdict: Verdict, backend: str = "", problem: str = "") -> Step:
+        if verdict is Verdict.ok:
+            return Step.done
+        if verdict is not Verdict.failover:
+            return Step.fail
+        self.failures.append(f"{backend}: {problem}" if backend else problem)
+        return Step.retry if self.made < self.max_attempts else Step.give_up
+
+    @property
+    def last_problem(self) -> str:
+        return self.failures[-1] if self.failures else "no attempt made"
+
+    def summary(self) -> str:
+        return f"all {self.made} attempts failed; last: {self.last_problem}"
+
+
+@dataclass
+class NoBackendWait:
+    """A caller that may wait for a backend to be registered (a checkpoint swap in progress) backs off
+    doubling from `first_s` to `max_s`, while its remaining budget exceeds the next wait."""
+
+    first_s: float = 0.05
+    max_s: float = 1.0
+    next_s: float = 0.0
+
+    def wait_s(self, remaining_s: float) -> float | None:
+        """Seconds to sleep before asking the pool again, or None: give up now."""
+        wait = self.next_s or self.first_s
+        if remaining_s <= wait:
+            return None
+        self.next_s = min(wait * 2, self.max_s)
+        return wait

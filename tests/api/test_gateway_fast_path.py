@@ -1,0 +1,58 @@
+"""The model calls served ahead of FastAPI's routing (farm/gateway/fast_path.py) still sit inside the API's
+own middleware: an oversized body is a 413, a non-finite number a 422, and routing matches the routes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from farm.gateway.fast_path import model_route
+
+
+def _scope(path: str, method: str = "POST", root_path: str = "") -> dict[str, object]:
+    return {"type": "http", "method": method, "path": path, "root_path": root_path}
+
+
+@pytest.mark.parametrize(
+    ("path", "route"),
+    [
+        ("/gateway/sessions/s1/v1/chat/completions", "v1/chat/completions"),
+        ("/gateway/sessions/s1/v1/responses", "v1/responses"),
+        ("/gateway/sessions/s1/v1/messages", "v1/messages"),
+        (
+            "/gateway/sessions/s1/v1beta/models/gemini:streamGenerateContent",
+            "v1beta/models/gemini:streamGenerateContent",
+        ),
+        ("/gateway/sessions/s1/v1/models/gemini:generateContent", "v1/models/gemini:generateContent"),
+    ],
+)
+def test_model_routes_are_served_by_the_fast_path(path: str, route: str) -> None:
+    assert model_route(_scope(path)) == ("s1", route)
+    assert model_route(_scope("/farm" + path, root_path="/farm")) == ("s1", route)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/gateway/sessions/s1/v1/messages/count_tokens",  # FastAPI's route
+        "/gateway/sessions/s1/chat/completions",  # provider detection
+        "/gateway/sessions",
+        "/gateway/sessions/s1/v1/models",
+    ],
+)
+def test_other_paths_go_to_fastapi(path: str) -> None:
+    assert model_route(_scope(path)) is None
+    assert model_route(_scope("/gateway/sessions/s1/v1/chat/completions", method="GET")) is None
+
+
+def test_the_api_middleware_still_wraps_model_calls(api: httpx.Client) -> None:
+    session_id = api.post("/gateway/sessions", json={}).raise_for_status().json()["session_id"]
+    url = f"/gateway/sessions/{session_id}/v1/chat/completions"
+    raw = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": NaN}'
+    refused = api.post(url, content=raw, headers={"content-type": "application/json"})
+    assert refused.status_code == 422, refused.text
+    huge = api.post(url, content=b"x" * (8 * 1024 * 1024 + 1), headers={"content-type": "application/json"})
+    assert huge.status_code == 413, huge.text
+    unknown = api.post("/gateway/sessions/never-issued/v1/chat/completions", json={"messages": []})
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["type"]  # OpenAI-shaped, from the gateway itself
