@@ -23,9 +23,9 @@ import redis
 from celery.signals import worker_ready, worker_shutting_down
 
 from farm import keys
+from farm.keys import JobField
 from farm.models.results import STAGES
 from farm.settings import get_settings
-from farm.text import as_text as _text
 from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
 from tasks.orphans import sweep_due, sweep_orphan_sandboxes
@@ -72,18 +72,16 @@ def resend_if_stuck(store: JobStore, job_id: str, stage: str | None = None) -> b
     """Send `stage` (default: the job's first unfinished stage) again unless the job ended, that stage
     is done, or a live attempt holds the lease. Counted as an infrastructure retry."""
     record = store.get(job_id)
-    if record is None or record.state.terminal or record.fields.get("lease_token"):
+    if record is None or record.state.terminal or record.fields.get(JobField.LEASE_TOKEN):
         return False
     stage = stage or next((s for s in STAGES if not record.stage_done(s)), None)
     if stage is None or record.stage_done(stage):
         return False
-    retries = int(store.r.hincrby(keys.job(job_id), "infra_retries", 1))
-    store.r.hincrby(keys.STATS, "retries_total:infra", 1)
-    resend(store, job_id, stage, retries, record.node or "")
+    resend(store, job_id, stage, store.count_infra_retry(job_id), record.node or "")
     return True
 
 
-def _jobs_with_messages(r: Any) -> set[str]:
+def _jobs_with_messages(r: redis.Redis) -> set[str]:
     """Job ids with a stage message waiting in a queue some live worker consumes."""
     queues = ["init", "run", "eval", *sorted(live_run_queues())]
     pipe = r.pipeline(transaction=False)
@@ -109,11 +107,12 @@ def sweep_stalled(grace_s: float | None = None) -> int:
     grace = get_settings().stall_grace_s if grace_s is None else grace_s
     if not r.set(keys.STALL_SWEEP, "1", nx=True, px=max(1000, int(grace * 500))):
         return 0
+    store.prune_index()
     now = time.time()
-    active = [_text(j) for j in r.smembers(keys.ACTIVE_JOBS)]
+    active = store.active_ids()
     pipe = r.pipeline(transaction=False)
     for job_id in active:
-        pipe.hmget(keys.job(job_id), "state", "enqueued_at", "lease_token")
+        pipe.hmget(store.layout.job(job_id), JobField.STATE, JobField.ENQUEUED_AT, JobField.LEASE_TOKEN)
     suspects = [
         job_id
         for job_id, (state, enqueued, lease) in zip(active, pipe.execute(), strict=True)
@@ -121,7 +120,7 @@ def sweep_stalled(grace_s: float | None = None) -> int:
     ]
     if not suspects:
         return 0
-    present = _jobs_with_messages(r)
+    present = _jobs_with_messages(store.broker or r)
     return sum(resend_if_stuck(store, j) for j in suspects if j not in present)
 
 

@@ -2,7 +2,7 @@
 exponential backoff, never in the way of the pipeline; the result stays readable at /jobs/{id}
 whatever happens to the callback.
 
-Due deliveries sit in the `farm:callbacks` zset (scored by when they are due; FINALIZE adds them).
+Due deliveries sit in each job bucket's callbacks zset (scored by when they are due; FINALIZE adds them).
 A sender claims a due job by pushing its score past the claim window in one Lua call, so several
 API replicas never POST the same result at the same time. Between rounds it sleeps until the next
 delivery is due, a job ends (the waiter's pub/sub wakes it), or IDLE_POLL_S passes (another replica's
@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.jobs.store import AsyncJobStore
+from farm.keys import JobField
 from farm.text import as_text
 
 log = logging.getLogger(__name__)
@@ -69,19 +70,24 @@ class CallbackSender:
     async def send_due(self, http: httpx.AsyncClient, limit: int = 32) -> tuple[int, float | None]:
         """Sends what is due now; returns how many, and when the next one is due (None: nothing is)."""
         now = time.time()
-        due, first = await self._claim(keys=[keys.CALLBACKS], args=[now, now + CLAIM_S, limit])
-        ids = [as_text(d) for d in due]
+        ids: list[str] = []
+        next_due: float | None = None
+        for tag in self.store.layout.tags():
+            due, first = await self._claim(keys=[keys.callbacks(tag)], args=[now, now + CLAIM_S, limit])
+            ids += [as_text(d) for d in due]
+            if first not in (b"", "", None):
+                next_due = min(float(first), next_due or float(first))
         await asyncio.gather(*(self._deliver(http, job_id) for job_id in ids))
-        next_due = float(first) if first not in (b"", "", None) else None
         return len(ids), next_due
 
     async def _deliver(self, http: httpx.AsyncClient, job_id: str) -> None:
         record = await self.store.get(job_id)
-        url = record.fields.get("callback_url") if record else None
+        url = record.fields.get(JobField.CALLBACK_URL) if record else None
+        k = self.store.keys(job_id)
         if record is None or not url or record.result is None:
-            await self.r.zrem(keys.CALLBACKS, job_id)
+            await self.r.zrem(k.callbacks, job_id)
             return
-        attempt = int(await self.r.hincrby(keys.job(job_id), "callback_attempts", 1))
+        attempt = int(await self.r.hincrby(k.job, JobField.CALLBACK_ATTEMPTS, 1))
         try:
             response = await http.post(
                 url, content=record.result.model_dump_json(), headers={"content-type": "application/json"}
@@ -91,16 +97,18 @@ class CallbackSender:
         except httpx.HTTPError as exc:
             ok, reason = False, f"{type(exc).__name__}: {exc}"
         if ok:
-            await self.r.zrem(keys.CALLBACKS, job_id)
-            await self.r.hset(keys.job(job_id), "callback_state", "delivered")
+            await self.r.zrem(k.callbacks, job_id)
+            await self.r.hset(k.job, JobField.CALLBACK_STATE, "delivered")
             return
         if attempt >= MAX_ATTEMPTS:
             log.warning("giving up on the callback of %s after %d attempts (%s)", job_id, attempt, reason)
-            await self.r.zrem(keys.CALLBACKS, job_id)
+            await self.r.zrem(k.callbacks, job_id)
             await self.r.hset(
-                keys.job(job_id), mapping={"callback_state": "failed", "callback_error": reason}
+                k.job, mapping={JobField.CALLBACK_STATE: "failed", JobField.CALLBACK_ERROR: reason}
             )
             return
         delay = BACKOFF_S[min(attempt - 1, len(BACKOFF_S) - 1)]
-        await self.r.zadd(keys.CALLBACKS, {job_id: time.time() + delay})
-        await self.r.hset(keys.job(job_id), mapping={"callback_state": "retrying", "callback_error": reason})
+        await self.r.zadd(k.callbacks, {job_id: time.time() + delay})
+        await self.r.hset(
+            k.job, mapping={JobField.CALLBACK_STATE: "retrying", JobField.CALLBACK_ERROR: reason}
+        )

@@ -12,12 +12,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from farm import keys
 from farm.api.queues import queue_depths, ready_by_node
 from farm.api.state import FarmState, farm_state
 from farm.models.backends import BackendInfo
 from farm.models.results import STAGES, TERMINAL_STATES
-from farm.text import as_text as _s
 from farm.web.responses import errors
 from farm.web.security import require_token
 from farm.workers import live_workers_async
@@ -93,7 +91,7 @@ def _node_families(workers: list[dict[str, Any]], ready: dict[str, int]) -> list
 
 @router.get("/metrics", response_class=Response)
 async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
-    stats = {_s(k): float(v) for k, v in (await farm.redis.hgetall(keys.STATS)).items()}
+    stats = await farm.store.stats()
     depths = await queue_depths(farm.redis, ["init", "run", "eval"])
     workers = await live_workers_async(farm.redis)
     ready = await ready_by_node(farm.redis, {w["node"] for w in workers})

@@ -39,7 +39,7 @@ def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Calla
     farm = start_api()
     r = redis.Redis.from_url(farm.redis_url)
     task = {"task_id": "t-crash-1024", "instruction": "x", "num_samples": 1024, "agent": {"handler": "noop"}}
-    before = r.scard(keys.ACTIVE_JOBS)
+    before = r.scard(keys.active(keys.layout().tag("")))
 
     def submit() -> None:
         with contextlib.suppress(httpx.TransportError):  # the API dies under us, which is the point
@@ -48,7 +48,7 @@ def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Calla
     sender = threading.Thread(target=submit)
     sender.start()
     deadline = time.monotonic() + 20
-    while r.scard(keys.ACTIVE_JOBS) - before < 40:
+    while r.scard(keys.active(keys.layout().tag(""))) - before < 40:
         assert time.monotonic() < deadline, "the submission never started"
         time.sleep(0.002)
     farm.kill("api", signal.SIGKILL)
@@ -70,7 +70,7 @@ def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Calla
         assert len({s["session_id"] for s in status["sessions"]}) == 1024
         # and once complete, re-submitting creates nothing more
         assert http.post("/rollout/task/submit", json=task).json() == again.json()
-    assert r.scard(keys.ACTIVE_JOBS) - before == 1024
+    assert r.scard(keys.active(keys.layout().tag(""))) - before == 1024
     r.close()
 
 

@@ -20,6 +20,8 @@ from farm.jobs.store import LEASE_TTL_S, JobStore, terminal_result
 from farm.models.results import JobState, StageError
 
 NEXT = {"init": "q:run", "run": "q:eval", "eval": "q:none"}
+BUCKET = keys.Layout().job_keys("")
+"""The indexes of the one bucket of a plain Redis."""
 
 
 @pytest.fixture
@@ -42,8 +44,8 @@ def test_create_is_idempotent_and_enqueues_once(store: JobStore) -> None:
     spec = JobSpec(job_id="j1", handler="noop", instance={}, timeout_s=1)
     assert not store.create(spec, {}, QueuedMessage("q:init", "again"))
     assert store.r.lrange("q:init", 0, -1) == ["init j1"]
-    assert store.r.hget(keys.JOBS_BY_STATE, "queued") == "1"
-    assert store.r.sismember(keys.ACTIVE_JOBS, "j1")
+    assert store.r.hget(BUCKET.by_state, "queued") == "1"
+    assert store.r.sismember(BUCKET.active, "j1")
 
 
 def test_begin_takes_the_lease_and_counts_queue_time(store: JobStore) -> None:
@@ -57,8 +59,8 @@ def test_begin_takes_the_lease_and_counts_queue_time(store: JobStore) -> None:
     stored = store.r.hgetall(keys.job("j1"))
     assert stored == record.fields  # what the script returns is what it wrote
     assert stored["state"] == "init" and stored["lease_token"] == "1"
-    assert store.r.zscore(keys.LEASES, "j1") == pytest.approx(time.time() + LEASE_TTL_S, abs=1)
-    assert store.r.hgetall(keys.JOBS_BY_STATE) == {"queued": "0", "init": "1"}
+    assert store.r.zscore(BUCKET.leases, "j1") == pytest.approx(time.time() + LEASE_TTL_S, abs=1)
+    assert store.r.hgetall(BUCKET.by_state) == {"queued": "0", "init": "1"}
     # A second delivery while the lease is live is refused at the door.
     assert store.begin_stage("j1", "init", "w2")[0] == "leased"
 
@@ -76,7 +78,7 @@ def test_end_stage_is_fenced_and_hands_off(store: JobStore) -> None:
         and record.stage_done("init")
         and record.output("init_state") == {"sandbox": {"id": "s1"}}
     )
-    assert "lease_token" not in record.fields and store.r.zscore(keys.LEASES, "j1") is None
+    assert "lease_token" not in record.fields and store.r.zscore(BUCKET.leases, "j1") is None
     assert record.timings().init == pytest.approx(0.5)
     assert store.begin_stage("j1", "init", "w1")[0] == "done"  # a redelivery of a finished stage
 
@@ -97,7 +99,7 @@ def test_run_start_gives_the_ready_slot_back(store: JobStore) -> None:
 def test_revoked_expired_and_missing(store: JobStore) -> None:
     assert store.begin_stage("nope", "init", "w")[0] == "missing"
     create(store, "r1")
-    store.r.zadd(keys.REVOKED, {"r1": time.time()})
+    store.r.zadd(BUCKET.revoked, {"r1": time.time()})
     verdict, record, token = store.begin_stage("r1", "init", "w")
     assert (verdict, token) == ("revoked", 0) and record is not None
     create(store, "t1", timeout_s=1)
@@ -108,7 +110,7 @@ def test_revoked_expired_and_missing(store: JobStore) -> None:
 def test_reap_fences_the_lost_attempt(store: JobStore) -> None:
     create(store)
     _, _, token = store.begin_stage("j1", "init", "w1")
-    store.r.zadd(keys.LEASES, {"j1": 0})
+    store.r.zadd(BUCKET.leases, {"j1": 0})
     store.r.hset(keys.job("j1"), "lease_expires", 0)
     reaped = store.reap()
     assert [(r.job_id, r.stage, r.infra_retries) for r in reaped] == [("j1", "init", 1)]
@@ -136,15 +138,13 @@ def test_finalize_once_publishes_and_schedules_callback(store: JobStore) -> None
     stored = store.r.hgetall(keys.job("j1"))
     assert stored["state"] == "failed" and json.loads(stored["result"])["error"]["message"] == "boom"
     assert "init_state" not in stored and "lease_token" not in stored  # kept once, in the result
-    assert store.r.zscore(keys.CALLBACKS, "j1") is not None
-    assert not store.r.sismember(keys.ACTIVE_JOBS, "j1")
-    assert (
-        store.r.hget(keys.JOBS_BY_STATE, "failed") == "1" and store.r.hget(keys.JOBS_BY_STATE, "run") == "0"
-    )
+    assert store.r.zscore(BUCKET.callbacks, "j1") is not None
+    assert not store.r.sismember(BUCKET.active, "j1")
+    assert store.r.hget(BUCKET.by_state, "failed") == "1" and store.r.hget(BUCKET.by_state, "run") == "0"
     assert 0 < store.r.ttl(keys.job("j1")) <= 3600
     # The stage that ended the job is counted like one that handed off (metrics see every stage).
-    assert store.r.hget(keys.STATS, "stage_count:run") == "1"
-    assert store.r.hget(keys.STATS, "stage_count:init") == "1"
+    assert store.r.hget(BUCKET.stats, "stage_count:run") == "1"
+    assert store.r.hget(BUCKET.stats, "stage_count:init") == "1"
 
 
 def test_release_gives_the_stage_back(store: JobStore) -> None:
@@ -200,7 +200,7 @@ def test_at_most_one_attempt_ever_writes(store: JobStore, steps: list[str]) -> N
         who, action = step.split("-") if "-" in step else ("", step)
         if action == "reap":
             store.r.hset(keys.job("j1"), "lease_expires", 0)
-            store.r.zadd(keys.LEASES, {"j1": 0})
+            store.r.zadd(BUCKET.leases, {"j1": 0})
             store.reap()
         elif action == "begin":
             verdict, _, token = store.begin_stage("j1", "init", "wb")

@@ -223,7 +223,7 @@ def test_a_cancelled_job_ends_at_the_next_stage_door(farm: Any) -> None:
 
     submit("revoked")
     farm.execute_stage("revoked", "init", "w1")
-    job_store().r.zadd(keys.REVOKED, {"revoked": 1.0})
+    job_store().r.zadd(job_store().keys("revoked").revoked, {"revoked": 1.0})
     farm.execute_stage("revoked", "run", "w1")
     ended = result("revoked")
     assert ended.state is JobState.cancelled and ended.error is not None and ended.error.stage == "run"
