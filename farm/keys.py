@@ -11,15 +11,16 @@ Jobs (one hash per job, TTL = settings.result_ttl_s):
     farm:{jK}:job:{job_id}       hash  fields: JobField below
 Job indexes, one of each per bucket {jK}:
     farm:{jK}:active             set   job ids not yet terminal
-    farm:{jK}:by_state           hash  state -> jobs currently in it (terminal states count up)
+    farm:{jK}:by_state           hash  "from>to" -> state changes made; jobs per state, finished jobs
+                                       and stage runs are derived from it (farm/jobs/store.py)
     farm:{jK}:leases             zset  job id -> expiry of the lease of its running stage
     farm:{jK}:revoked            zset  job id -> time cancellation was asked (pruned after REVOKED_KEEP_S)
-    farm:{jK}:stats              hash  stage_seconds_sum:{stage}, stage_count:{stage}, jobs_total:{state},
-                                       retries_total:infra
+    farm:{jK}:stats              hash  stage_seconds_sum:{stage}, retries_total:infra
     farm:{jK}:callbacks          zset  job id -> when its result should next be POSTed to callback_url
 Farm-wide:
     farm:jobs:index              zset  job id -> created_at, every job within the result TTL (the viewer)
     farm:done                    pubsub channel; a job id is published when it turns terminal
+    farm:callbacks:due           pubsub channel; the id of a job with a callback_url that turned terminal
     farm:stats                   hash  counters written outside job scripts: gateway_calls:{provider}
 Tasks (task API):
     farm:task:{task_id}          hash  request, session_ids, created_at
@@ -61,6 +62,7 @@ a sweep or /status reads every bucket's index cheaply."""
 
 JOBS_INDEX = "farm:jobs:index"
 DONE_CHANNEL = "farm:done"
+CALLBACKS_DUE_CHANNEL = "farm:callbacks:due"
 STATS = "farm:stats"
 TASKS = "farm:tasks"
 BACKENDS = "farm:backends"
@@ -98,6 +100,7 @@ class JobField:
     LEASE_STAGE: Final = "lease_stage"
     LEASE_STARTED: Final = "lease_started"
     REVOKED: Final = "revoked"
+    """"1" once cancellation was asked (also in the bucket's revoked set, which running stages poll)."""
     READY_NODE: Final = "ready_node"
     NODE: Final = "node"
     """The node whose init made the job's sandbox (its run goes there)."""

@@ -295,7 +295,10 @@ def _release_init_state(record: JobRecord) -> None:
 def _teardown_fenced(attempt: Attempt, handler: AgentHandler, ctx: JobContext, state: dict[str, Any]) -> None:
     """Teardown is an end-of-stage write like any other: a stale attempt (its lease reaped, the stage
     retried) must not stop the sandbox or workspace the retry now uses. What a stale attempt made
-    and nobody uses any more is the orphan sweep's (tasks/orphans.py)."""
+    and nobody uses any more is the orphan sweep's (tasks/orphans.py). A handler with no teardown
+    has nothing to fence (and saves the lease check's Redis round trip)."""
+    if type(handler).teardown is AgentHandler.teardown:
+        return
     if not attempt.holds_lease():
         log.warning(
             "%s of %s lost its lease; leaving its sandbox to the attempt holding it",

@@ -14,7 +14,17 @@ its slot clears `ready_node` and returns the node, and the store removes the mem
 (farm/jobs/store.py). Field names are farm/keys.py's JobField (tests/core/test_key_literals.py).
 A stage message is pushed by the script when its queue list is given as the last key (the broker is
 this Redis); with a broker elsewhere the store pushes it after the script.
+
+Cost. Every command a script runs counts (bench/redis_cost.py), so the hot path writes little: a state
+change is one HINCRBY of its transition (`from>to`) in the bucket's `by_state` hash, from which the
+store derives jobs per state, finished jobs and stage runs (`queued` is the active set minus the jobs
+in a stage, so creating a job counts nothing); a field that ends its use is overwritten with '' in
+the HSET the script does anyway instead of a separate HDEL; revocation is a field of the job's hash,
+read with the rest of it.
 """
+
+TRANSITION = ">"
+"""`by_state` field of a state change: `init>run` (farm/jobs/store.py reads them back as counts)."""
 
 TERMINAL = "local terminal = {done=true, failed=true, cancelled=true, timeout=true}\n"
 
@@ -29,15 +39,15 @@ end
 _DROP_READY = """
 local function drop_ready(job_key)
   local node = redis.call('HGET', job_key, 'ready_node')
-  if node then
-    redis.call('HDEL', job_key, 'ready_node')
+  if node and node ~= '' then
+    redis.call('HSET', job_key, 'ready_node', '')
     return node
   end
   return ''
 end
 """
 
-# KEYS: job, active, by_state[, init queue list]
+# KEYS: job, active[, init queue list]
 # ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url, init message
 # With the queue list given, the job and its init message exist together or not at all
 # (farm/jobs/messages.py).
@@ -48,8 +58,7 @@ redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'task_ids', ARGV[3], 'state', 'queu
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'callback_url', ARGV[7]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('HINCRBY', KEYS[3], 'queued', 1)
-if KEYS[4] then redis.call('LPUSH', KEYS[4], ARGV[8]) end
+if KEYS[3] then redis.call('LPUSH', KEYS[3], ARGV[8]) end
 return 1
 """
 
@@ -69,7 +78,7 @@ local function flat_hash(t)
 end
 """
 
-# KEYS: job, by_state, revoked, leases   ARGV: stage, now, job_id, owner, lease_ttl
+# KEYS: job, by_state, leases   ARGV: stage, now, job_id, owner, lease_ttl
 # One round trip at the start of every stage. Returns {verdict, flat hash, token, ready node}:
 #   missing | terminal | done (the stage finished before: a redelivery) | leased (a live attempt
 #   runs it) | revoked | expired (budget spent) | go (the job is now in `stage`, this attempt holds
@@ -88,7 +97,7 @@ if terminal[cur] then return {'terminal', {}, 0, ''} end
 if job['done:' .. ARGV[1]] == '1' then return {'done', {}, 0, ''} end
 local now = tonumber(ARGV[2])
 if (tonumber(job['lease_expires']) or 0) > now then return {'leased', {}, 0, ''} end
-if redis.call('ZSCORE', KEYS[3], ARGV[3]) then return {'revoked', flat, 0, ''} end
+if job['revoked'] then return {'revoked', flat, 0, ''} end
 local used = (tonumber(job['t_init']) or 0) + (tonumber(job['t_run']) or 0) + (tonumber(job['t_eval']) or 0)
 if used >= tonumber(job['timeout_s']) then return {'expired', flat, 0, ''} end
 local token = (tonumber(job['attempt']) or 0) + 1
@@ -103,30 +112,24 @@ job['state'] = ARGV[1]
 local set = {'attempt', job['attempt'], 'lease_token', job['lease_token'], 'lease_expires',
              job['lease_expires'], 'lease_owner', ARGV[4], 'lease_stage', ARGV[1], 'lease_started', ARGV[2],
              'state', ARGV[1]}
-local drop = {}
-if job['enqueued_at'] then
+local function put(field, value)
+  job[field] = value
+  set[#set + 1] = field
+  set[#set + 1] = value
+end
+if (job['enqueued_at'] or '') ~= '' then
   local waited = now - tonumber(job['enqueued_at'])
-  if waited > 0 then
-    job['t_queued'] = tostring((tonumber(job['t_queued']) or 0) + waited)
-    set[#set + 1] = 't_queued'
-    set[#set + 1] = job['t_queued']
-  end
-  job['enqueued_at'] = nil
-  drop[#drop + 1] = 'enqueued_at'
+  if waited > 0 then put('t_queued', tostring((tonumber(job['t_queued']) or 0) + waited)) end
+  put('enqueued_at', '')
 end
 local ready = ''
-if ARGV[1] == 'run' and job['ready_node'] then
+if ARGV[1] == 'run' and (job['ready_node'] or '') ~= '' then
   ready = job['ready_node']
-  job['ready_node'] = nil
-  drop[#drop + 1] = 'ready_node'
+  put('ready_node', '')
 end
 redis.call('HSET', KEYS[1], unpack(set))
-if #drop > 0 then redis.call('HDEL', KEYS[1], unpack(drop)) end
-redis.call('ZADD', KEYS[4], expires, ARGV[3])
-if cur ~= ARGV[1] then
-  redis.call('HINCRBY', KEYS[2], cur, -1)
-  redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-end
+redis.call('ZADD', KEYS[3], expires, ARGV[3])
+if cur ~= ARGV[1] then redis.call('HINCRBY', KEYS[2], cur .. '>' .. ARGV[1], 1) end
 return {'go', flat_hash(job), token, ready}
 """
 )
@@ -148,13 +151,11 @@ END_STAGE = """
 local held = redis.call('HMGET', KEYS[1], 'lease_token', 't_' .. ARGV[2])
 if held[1] ~= ARGV[1] then return 0 end
 local set = {'t_' .. ARGV[2], tostring((tonumber(held[2]) or 0) + tonumber(ARGV[3])),
-             'done:' .. ARGV[2], '1', 'enqueued_at', ARGV[4]}
+             'done:' .. ARGV[2], '1', 'enqueued_at', ARGV[4], 'lease_token', '', 'lease_expires', '0'}
 for i = 7, #ARGV do set[#set + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(set))
-redis.call('HDEL', KEYS[1], 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage', 'lease_started')
 redis.call('ZREM', KEYS[3], ARGV[5])
 redis.call('HINCRBYFLOAT', KEYS[2], 'stage_seconds_sum:' .. ARGV[2], ARGV[3])
-redis.call('HINCRBY', KEYS[2], 'stage_count:' .. ARGV[2], 1)
 if KEYS[4] then redis.call('LPUSH', KEYS[4], ARGV[6]) end
 return 1
 """
@@ -185,9 +186,9 @@ REAP = (
     _CLEAR_LEASE
     + _DROP_READY
     + """
-local held = redis.call('HMGET', KEYS[1], 'lease_expires', 'lease_stage', 'node')
+local held = redis.call('HMGET', KEYS[1], 'lease_expires', 'lease_stage', 'node', 'lease_token')
 local expires = tonumber(held[1])
-if expires == nil then
+if expires == nil or (held[4] or '') == '' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return {}
 end
@@ -207,7 +208,7 @@ return {held[2] or '', retries, held[3] or '', ready}
 )
 
 # KEYS: job, active, by_state, stats, leases, callbacks
-# ARGV: job_id, state, result json, ttl, now, channel, only_from, token
+# ARGV: job_id, state, result json, ttl, now, done channel, only_from, token, callbacks-due channel
 # only_from: when not empty, finalize only if the job is in that state (the API ends queued jobs only).
 # token: when not empty, only the holder of the lease may end the job (fencing).
 # Returns {1, READY node or ''} when it ended the job, {0, ''} when it had ended already or was refused.
@@ -224,23 +225,31 @@ if ARGV[8] ~= '' and held[5] and held[6] then
   -- The stage that ends the job (eval, or one that failed) counts like a stage that handed off.
   local elapsed = math.max(0, tonumber(ARGV[5]) - tonumber(held[6]))
   redis.call('HINCRBYFLOAT', KEYS[4], 'stage_seconds_sum:' .. held[5], tostring(elapsed))
-  redis.call('HINCRBY', KEYS[4], 'stage_count:' .. held[5], 1)
 end
-redis.call('HSET', KEYS[1], 'state', ARGV[2], 'result', ARGV[3], 'finished_at', ARGV[5])
 -- The result holds what the stage outputs were for: keep the job's data once.
-redis.call('HDEL', KEYS[1], 'enqueued_at', 'lease_token', 'lease_expires', 'lease_owner', 'lease_stage',
-           'lease_started', 'ready_node', 'init_state', 'run_output')
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'result', ARGV[3], 'finished_at', ARGV[5], 'enqueued_at', '',
+           'lease_token', '', 'lease_expires', '0', 'ready_node', '', 'init_state', '', 'run_output', '')
 redis.call('ZREM', KEYS[5], ARGV[1])
-redis.call('HINCRBY', KEYS[3], cur, -1)
-redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
-redis.call('HINCRBY', KEYS[4], 'jobs_total:' .. ARGV[2], 1)
+redis.call('HINCRBY', KEYS[3], cur .. '>' .. ARGV[2], 1)
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
-if held[4] then redis.call('ZADD', KEYS[6], ARGV[5], ARGV[1]) end
+if held[4] then
+  redis.call('ZADD', KEYS[6], ARGV[5], ARGV[1])
+  redis.call('PUBLISH', ARGV[9], ARGV[1])
+end
 redis.call('PUBLISH', ARGV[6], ARGV[1])
 return {1, held[3] or ''}
 """
 )
+
+# KEYS: job, revoked   ARGV: job_id, now, keep_s
+# Cancellation: the monitors of running stages poll the revoked set; a stage's start reads the field.
+REVOKE = """
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], 0, tonumber(ARGV[2]) - tonumber(ARGV[3]))
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'revoked', '1') end
+return 1
+"""
 
 # KEYS: ready set of a node   ARGV: job_id, now, limit
 # The READY buffer's door: 2 when the job now takes one of the node's `limit` slots, 1 when it held one

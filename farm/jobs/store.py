@@ -22,7 +22,7 @@ from farm.jobs.messages import QueuedMessage
 from farm.jobs.record import JobPeek, JobRecord, ResultSource, terminal_result
 from farm.jobs.spec import JobSpec
 from farm.keys import JobField, JobKeys, Layout
-from farm.models.results import JobResult, JobState
+from farm.models.results import STAGES, JobResult, JobState
 from farm.text import as_text as _s
 
 __all__ = [
@@ -42,6 +42,7 @@ READY_SETTLE_S = 5.0
 ScriptArg = str | int | float
 """What a Lua script accepts in ARGV."""
 
+_STATES = {state.value for state in JobState}
 LEASE_TTL_S = 6.0
 """A running stage renews its lease every LEASE_TTL_S / 3; a lease this old means the worker is gone."""
 
@@ -75,6 +76,7 @@ def _finalize_args(result: JobResult, ttl_s: int, only_from: str, token: int | N
         keys.DONE_CHANNEL,
         only_from,
         token_arg,
+        keys.CALLBACKS_DUE_CHANNEL,
     ]
 
 
@@ -82,12 +84,36 @@ def _record(flat: list[Any]) -> JobRecord | None:
     return JobRecord.parse(dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
 
 
-def _counts(raw_by_bucket: list[dict[Any, Any]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def _transitions(raw_by_bucket: list[dict[Any, Any]]) -> dict[tuple[str, str], int]:
+    """(from, to) -> state changes made, summed over buckets (scripts.TRANSITION)."""
+    made: dict[tuple[str, str], int] = {}
     for raw in raw_by_bucket:
-        for state, n in raw.items():
-            counts[_s(state)] = counts.get(_s(state), 0) + int(n)
+        for field, n in raw.items():
+            src, _, dst = _s(field).partition(scripts.TRANSITION)
+            made[(src, dst)] = made.get((src, dst), 0) + int(n)
+    return made
+
+
+def state_counts(made: dict[tuple[str, str], int], active: int) -> dict[str, int]:
+    """Jobs per state from the state changes: in-stage states by what came in minus what went out,
+    terminal states by what came in (every job that ended), `queued` as the active jobs in no stage
+    (creating a job counts nothing)."""
+    counts: dict[str, int] = {}
+    for (src, dst), n in made.items():
+        counts[dst] = counts.get(dst, 0) + n
+        counts[src] = counts.get(src, 0) - n
+    counts = {state: n for state, n in counts.items() if state in _STATES}
+    counts[JobState.queued.value] = active - sum(counts.get(stage, 0) for stage in STAGES)
     return {state: n for state, n in counts.items() if n > 0}
+
+
+def derived_stats(made: dict[tuple[str, str], int], by_state: dict[str, int]) -> dict[str, float]:
+    """The counters metrics read that the scripts do not write: jobs_total:{terminal state} and
+    stage_count:{stage} (runs of a stage: changes out of it, to the next stage or to an end)."""
+    stats = {f"jobs_total:{s.value}": float(by_state.get(s.value, 0)) for s in JobState if s.terminal}
+    for stage in STAGES:
+        stats[f"stage_count:{stage}"] = float(sum(n for (src, _), n in made.items() if src == stage))
+    return stats
 
 
 def _sum_stats(raw_by_hash: list[dict[Any, Any]]) -> dict[str, float]:
@@ -129,6 +155,7 @@ class JobStore:
         self._reap = client.register_script(scripts.REAP)
         self._finalize = client.register_script(scripts.FINALIZE)
         self._take_ready = client.register_script(scripts.TAKE_READY_SLOT)
+        self._revoke = client.register_script(scripts.REVOKE)
 
     def keys(self, job_id: str) -> JobKeys:
         return self.layout.job_keys(job_id)
@@ -147,7 +174,7 @@ class JobStore:
         id exists already (idempotent resubmission)."""
         k = self.keys(spec.job_id)
         args = _create_args(spec, task_ids, self.ttl_s, init)
-        if not self._create(keys=[k.job, k.active, k.by_state, *self._queue(init)], args=args):
+        if not self._create(keys=[k.job, k.active, *self._queue(init)], args=args):
             return False
         self._pushed(init)
         self.r.zadd(keys.JOBS_INDEX, {spec.job_id: args[3]})
@@ -164,7 +191,7 @@ class JobStore:
         """Checks, leases and enters `stage` in one round trip; see scripts.BEGIN_STAGE."""
         k = self.keys(job_id)
         args: list[ScriptArg] = [stage, time.time(), job_id, owner, LEASE_TTL_S]
-        verdict, flat, token, ready = self._begin(keys=[k.job, k.by_state, k.revoked, k.leases], args=args)
+        verdict, flat, token, ready = self._begin(keys=[k.job, k.by_state, k.leases], args=args)
         self._left_ready(job_id, ready)
         return _s(verdict), _record(flat), int(token)
 
@@ -302,9 +329,16 @@ class JobStore:
     def active_ids(self) -> list[str]:
         return sorted(_s(m) for tag in self.layout.tags() for m in self.r.smembers(keys.active(tag)))
 
+    def revoke(self, job_id: str) -> None:
+        """Asks for the job's cancellation (see AsyncJobStore.revoke)."""
+        k = self.keys(job_id)
+        self._revoke(keys=[k.job, k.revoked], args=[job_id, time.time(), REVOKED_KEEP_S])
+
     def counts_by_state(self) -> dict[str, int]:
         """Jobs in each state now (terminal states: every job that ever ended, within the stats' life)."""
-        return _counts([self.r.hgetall(keys.by_state(tag)) for tag in self.layout.tags()])
+        tags = self.layout.tags()
+        made = _transitions([self.r.hgetall(keys.by_state(tag)) for tag in tags])
+        return state_counts(made, sum(int(self.r.scard(keys.active(tag))) for tag in tags))
 
     def count_infra_retry(self, job_id: str) -> int:
         """Counts a stage sent again outside a script (the stall sweep); the job's retry count."""
@@ -332,6 +366,7 @@ class AsyncJobStore:
         self.broker = broker
         self._create = client.register_script(scripts.CREATE)
         self._finalize = client.register_script(scripts.FINALIZE)
+        self._revoke = client.register_script(scripts.REVOKE)
 
     def keys(self, job_id: str) -> JobKeys:
         return self.layout.job_keys(job_id)
@@ -340,7 +375,7 @@ class AsyncJobStore:
         k = self.keys(spec.job_id)
         args = _create_args(spec, task_ids, self.ttl_s, init)
         queue = [init.key] if self.broker is None else []
-        if not await self._create(keys=[k.job, k.active, k.by_state, *queue], args=args):
+        if not await self._create(keys=[k.job, k.active, *queue], args=args):
             return False
         if self.broker is not None:
             await self.broker.lpush(init.key, init.payload)
@@ -372,12 +407,10 @@ class AsyncJobStore:
         return bool(ended)
 
     async def revoke(self, job_id: str) -> None:
-        now = time.time()
-        revoked = self.keys(job_id).revoked
-        pipe = self.r.pipeline(transaction=False)
-        pipe.zadd(revoked, {job_id: now})
-        pipe.zremrangebyscore(revoked, 0, now - REVOKED_KEEP_S)
-        await pipe.execute()
+        """Asks for the job's cancellation: a stage that starts finds it in the job's hash, a running
+        one at its monitor's next poll of the revoked set (scripts.REVOKE)."""
+        k = self.keys(job_id)
+        await self._revoke(keys=[k.job, k.revoked], args=[job_id, time.time(), REVOKED_KEEP_S])
 
     async def active_ids(self) -> list[str]:
         members = [m for tag in self.layout.tags() for m in await self.r.smembers(keys.active(tag))]
@@ -386,10 +419,16 @@ class AsyncJobStore:
     async def active_count(self) -> int:
         return sum([int(await self.r.scard(keys.active(tag))) for tag in self.layout.tags()])
 
+    async def _transitions(self) -> dict[tuple[str, str], int]:
+        return _transitions([await self.r.hgetall(keys.by_state(tag)) for tag in self.layout.tags()])
+
     async def counts_by_state(self) -> dict[str, int]:
-        return _counts([await self.r.hgetall(keys.by_state(tag)) for tag in self.layout.tags()])
+        return state_counts(await self._transitions(), await self.active_count())
 
     async def stats(self) -> dict[str, float]:
-        """The farm's counters: every bucket's job statistics plus the farm-wide ones (gateway)."""
+        """The farm's counters: every bucket's job statistics, those derived from the state changes,
+        and the farm-wide ones (gateway)."""
         hashes = [keys.STATS, *(keys.job_stats(tag) for tag in self.layout.tags())]
-        return _sum_stats([await self.r.hgetall(name) for name in hashes])
+        made = await self._transitions()
+        derived = derived_stats(made, state_counts(made, await self.active_count()))
+        return _sum_stats([await self.r.hgetall(name) for name in hashes]) | derived

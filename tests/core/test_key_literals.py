@@ -63,7 +63,14 @@ def test_no_lua_script_builds_a_key() -> None:
 
 def test_job_scripts_use_only_the_named_fields() -> None:
     per_stage = {f(stage) for stage in STAGES for f in (JobField.stage_done, JobField.stage_time)}
-    allowed = JobField.names() | per_stage | {s.value for s in JobState} | VERDICTS | STATS | {"", "1"}
+    allowed = (
+        JobField.names()
+        | per_stage
+        | {s.value for s in JobState}
+        | VERDICTS
+        | STATS
+        | {"", "0", "1", scripts.TRANSITION}
+    )
     used = set()
     for name in dir(scripts):
         text = getattr(scripts, name)
