@@ -26,19 +26,20 @@ Tasks (task API):
     farm:task:{task_id}          hash  request, session_ids, created_at
     farm:tasks                   zset  task id -> created_at; entries past the result TTL are dropped
                                        at each submission
-Backend pool:
-    farm:backends                hash  address -> JSON {kind, weight, gen, order}
-    farm:backends:assigned       zset  address -> jobs/sessions currently pinned to it
-    farm:backends:inflight       hash  address -> LLM calls in flight
-    farm:backends:unhealthy      set   addresses that failed and are skipped until a probe succeeds
-    farm:backends:seq            counter giving each added backend a generation
-    farm:sticky:{key}            string "address|gen" a job or gateway session is pinned to
+Backend pool (one hash tag: the pool's scripts touch its keys and a pin together):
+    farm:{backends}              hash  address -> JSON {kind, weight, gen, order}
+    farm:{backends}:assigned     zset  address -> jobs/sessions currently pinned to it
+    farm:{backends}:inflight     hash  address -> LLM calls in flight
+    farm:{backends}:unhealthy    set   addresses that failed and are skipped until a probe succeeds
+    farm:{backends}:seq          counter giving each added backend a generation
+    farm:{backends}:sticky:{key} string "address|gen" a job or gateway session is pinned to
 Gateway sessions (farm/gateway/sessions.py):
     farm:gateway:session:{sid}   hash (and :completions list, :rewards hash, :failed list)
 Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
-    farm:workers                 zset  hostname -> when its registration expires (heartbeats push it on)
-    farm:workers:info            hash  hostname -> JSON {node, queues, pid, host, concurrency}
+    farm:{workers}               zset  hostname -> when its registration expires (heartbeats push it on)
+    farm:{workers}:info          hash  hostname -> JSON {node, queues, pid, host, concurrency}
+                                       (one tag: registration writes both in one transaction)
     farm:draining:{hostname}     string set while that worker shuts down (its stages give their work back)
     farm:ready:{node}            zset  job ids holding a READY slot on that node (score = taken at): init
                                        running or done there, run not started yet; bounded by
@@ -65,16 +66,16 @@ DONE_CHANNEL = "farm:done"
 CALLBACKS_DUE_CHANNEL = "farm:callbacks:due"
 STATS = "farm:stats"
 TASKS = "farm:tasks"
-BACKENDS = "farm:backends"
-BACKENDS_ASSIGNED = "farm:backends:assigned"
-BACKENDS_INFLIGHT = "farm:backends:inflight"
-BACKENDS_UNHEALTHY = "farm:backends:unhealthy"
-BACKENDS_SEQ = "farm:backends:seq"
+BACKENDS = "farm:{backends}"
+BACKENDS_ASSIGNED = "farm:{backends}:assigned"
+BACKENDS_INFLIGHT = "farm:{backends}:inflight"
+BACKENDS_UNHEALTHY = "farm:{backends}:unhealthy"
+BACKENDS_SEQ = "farm:{backends}:seq"
 GATEWAY_SESSIONS = "farm:gateway:session"
 ACCEPTING = "farm:accepting"
 STALL_SWEEP = "farm:stall_sweep"
-WORKERS = "farm:workers"
-WORKERS_INFO = "farm:workers:info"
+WORKERS = "farm:{workers}"
+WORKERS_INFO = "farm:{workers}:info"
 REAPER = "farm:reaper"
 DEMO_CLAIM = "farm:demo:claim"
 
@@ -225,7 +226,7 @@ def task(task_id: str) -> str:
 
 
 def sticky(key: str) -> str:
-    return f"farm:sticky:{key}"
+    return f"farm:{{backends}}:sticky:{key}"
 
 
 def ready(node: str) -> str:

@@ -145,7 +145,7 @@ async def stop(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
 async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     workers = await live_workers_async(farm.redis)
     node_queues = sorted({q for w in workers for q in w.get("queues", []) if q.startswith("run.")})
-    depths = await queue_depths(farm.redis, ["init", "run", "eval", *node_queues])
+    depths = await queue_depths(farm.store.broker or farm.redis, ["init", "run", "eval", *node_queues])
     return {
         "accepting": await farm.accepting(),
         "queues": depths,

@@ -143,3 +143,20 @@ def test_the_stall_sweep_sends_a_message_lost_before_the_broker(
     assert tasks.reaper.sweep_stalled(grace_s=5) == 1
     assert waiting(broker, messages, "init") == ["stalled.init.1"]
     assert tasks.reaper.sweep_stalled(grace_s=5) == 0  # the sweep's lock spaces sweeps
+
+
+def test_a_cluster_url_makes_cluster_clients_and_needs_a_broker_apart(cluster: redis.RedisCluster) -> None:
+    from farm.redis_clients import broker_url, redis_client
+    from farm.settings import Settings
+
+    node = cluster.get_default_node()
+    url = f"redis+cluster://{node.host}:{node.port}"
+    client = redis_client(url, decode_responses=True)
+    try:
+        assert isinstance(client, redis.RedisCluster) and client.ping()
+        assert keys.Layout(CLUSTER_BUCKETS).tags() == [f"j{n}" for n in range(16)]
+    finally:
+        client.close()
+    with pytest.raises(ValueError, match="FARM_BROKER_URL"):
+        broker_url(Settings(redis_url=url))
+    assert broker_url(Settings(redis_url=url, broker_url="redis://b:6379/0")) == "redis://b:6379/0"

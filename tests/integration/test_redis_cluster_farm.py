@@ -1,0 +1,68 @@
+"""A whole farm (API, one Celery worker per stage queue) whose state lives on a real local Redis Cluster
+(three masters, FARM_REDIS_URL=redis+cluster://...) with the Celery broker on a plain Redis
+(FARM_BROKER_URL). The job scripts run on the cluster (each job's keys share its bucket's hash tag);
+the stage messages go to the broker after them."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from farm.embedded_redis import EmbeddedRedis
+from farm.launcher import LocalFarm, WorkerSpec
+from tests.core.redis_cluster import LocalCluster, missing_binaries
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.integration,
+    pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries())),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster_farm() -> Iterator[LocalFarm]:
+    cluster = LocalCluster().start()
+    broker = EmbeddedRedis().start()
+    logs = Path(tempfile.mkdtemp(prefix="farm-cluster-logs-"))
+    farm = LocalFarm(
+        redis_url=f"redis+cluster://127.0.0.1:{cluster.ports[0]}",
+        workers=[
+            WorkerSpec("init", concurrency=2),
+            WorkerSpec("run", concurrency=4),
+            WorkerSpec("eval", concurrency=2),
+        ],
+        env={"FARM_BROKER_URL": broker.url, "FARM_WORKDIR": str(logs / "work")},
+        log_dir=logs,
+    )
+    try:
+        farm.start(timeout_s=90)
+        yield farm
+    finally:
+        farm.stop()
+        broker.stop()
+        cluster.stop()
+
+
+def test_rollouts_run_on_a_redis_cluster(cluster_farm: LocalFarm) -> None:
+    with httpx.Client(base_url=cluster_farm.api_url, timeout=60) as api:
+
+        def process(n: int) -> str:
+            body = {"instance": {"handler": "noop", "run_s": 0.05 * (n % 3)}, "job_id": uuid.uuid4().hex}
+            answer = api.post("/process", json=body)
+            answer.raise_for_status()
+            return str(answer.json()["state"])
+
+        with ThreadPoolExecutor(8) as pool:
+            states = list(pool.map(process, range(24)))
+        assert states == ["done"] * 24
+        status = api.get("/status").json()
+        assert status["jobs"] == {"done": 24} and status["active_jobs"] == 0
+        assert {w["queues"][0] for w in status["workers"]} == {"init", "run", "eval"}
+        metrics = api.get("/metrics").text
+        assert 'farm_jobs_finished_total{state="done"} 24.0' in metrics
