@@ -22,9 +22,9 @@ Farm-wide:
     farm:done                    pubsub channel; a job id is published when it turns terminal
     farm:callbacks:due           pubsub channel; the id of a job with a callback_url that turned terminal
     farm:stats                   hash  counters written outside job scripts: gateway_calls:{provider}
-Tasks (task API):
-    farm:task:{task_id}          hash  request, session_ids, created_at
-    farm:tasks                   zset  task id -> created_at; entries past the result TTL are dropped
+Tasks (task API; one hash tag: a task is recorded with its index entry in one script):
+    farm:{tasks}:task:{task_id}  hash  request, session_ids, created_at
+    farm:{tasks}                 zset  task id -> created_at; entries past the result TTL are dropped
                                        at each submission
 Backend pool (one hash tag: the pool's scripts touch its keys and a pin together):
     farm:{backends}              hash  address -> JSON {kind, weight, gen, order}
@@ -65,7 +65,7 @@ JOBS_INDEX = "farm:jobs:index"
 DONE_CHANNEL = "farm:done"
 CALLBACKS_DUE_CHANNEL = "farm:callbacks:due"
 STATS = "farm:stats"
-TASKS = "farm:tasks"
+TASKS = "farm:{tasks}"
 BACKENDS = "farm:{backends}"
 BACKENDS_ASSIGNED = "farm:{backends}:assigned"
 BACKENDS_INFLIGHT = "farm:{backends}:inflight"
@@ -222,7 +222,7 @@ def job(job_id: str) -> str:
 
 
 def task(task_id: str) -> str:
-    return f"farm:task:{task_id}"
+    return f"farm:{{tasks}}:task:{task_id}"
 
 
 def sticky(key: str) -> str:

@@ -6,6 +6,7 @@ the stage messages go to the broker after them."""
 from __future__ import annotations
 
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -66,3 +67,16 @@ def test_rollouts_run_on_a_redis_cluster(cluster_farm: LocalFarm) -> None:
         assert {w["queues"][0] for w in status["workers"]} == {"init", "run", "eval"}
         metrics = api.get("/metrics").text
         assert 'farm_jobs_finished_total{state="done"} 24.0' in metrics
+        page = api.get("/ui/api/jobs", params={"limit": 50}).json()  # rows read bucket by bucket
+        assert len(page["rows"]) == 24 and {row["state"] for row in page["rows"]} == {"done"}
+
+
+def test_a_task_runs_on_a_redis_cluster(cluster_farm: LocalFarm) -> None:
+    task = {"task_id": "t-cluster", "instruction": "x", "num_samples": 4, "agent": {"handler": "noop"}}
+    with httpx.Client(base_url=cluster_farm.api_url, timeout=60) as api:
+        api.post("/rollout/task/submit", json=task).raise_for_status()
+        deadline = time.monotonic() + 30
+        while (status := api.get("/rollout/task/t-cluster").json())["state"] != "completed":
+            assert time.monotonic() < deadline, status
+            time.sleep(0.1)
+        assert len(status["sessions"]) == 4
