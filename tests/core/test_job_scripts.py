@@ -224,3 +224,49 @@ def test_at_most_one_attempt_ever_writes(store: JobStore, steps: list[str]) -> N
                 landed.append(step)
     assert sum(1 for s in landed if s.endswith("finalize")) <= 1
     assert store.r.llen("q:run") == sum(1 for s in landed if s.endswith("end"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["j1", "j2", "j3"]),
+            st.sampled_from(["begin", "end", "finalize", "cancel", "reap", "release", "restart"]),
+        ),
+        max_size=25,
+    )
+)
+def test_counts_by_state_match_the_jobs_whatever_happens(
+    store: JobStore, steps: list[tuple[str, str]]
+) -> None:
+    """Jobs per state are derived from the state changes the scripts count (one HINCRBY each): after any
+    mix of stage starts and ends, reaps, releases, restarts and ends they equal the jobs' own states."""
+    store.r.flushdb()
+    for job_id in ("j1", "j2", "j3"):
+        create(store, job_id)
+    tokens: dict[str, int] = {}
+    for job_id, action in steps:
+        record = store.get(job_id)
+        assert record is not None
+        stage = next((s for s in ("init", "run", "eval") if not record.stage_done(s)), "eval")
+        if action == "begin":
+            verdict, _, token = store.begin_stage(job_id, stage, "w")
+            if verdict == "go":
+                tokens[job_id] = token
+        elif action == "end" and job_id in tokens and stage != "eval":
+            end(store, job_id, stage, tokens[job_id])
+        elif action == "finalize":
+            store.finalize(terminal_result(record, JobState.failed), token=tokens.get(job_id))
+        elif action == "cancel":
+            store.finalize(terminal_result(record, JobState.cancelled), only_from="queued")
+        elif action == "reap":
+            store.r.hset(keys.job(job_id), "lease_expires", 0)
+            store.r.zadd(BUCKET.leases, {job_id: 0})
+            store.reap()
+        elif action in ("release", "restart") and job_id in tokens:
+            store.release(job_id, tokens[job_id], restart_from_init=action == "restart")
+    truth: dict[str, int] = {}
+    for job_id in ("j1", "j2", "j3"):
+        state = store.r.hget(keys.job(job_id), "state")
+        truth[state] = truth.get(state, 0) + 1
+    assert store.counts_by_state() == truth
