@@ -156,6 +156,8 @@ class JobStore:
         self._finalize = client.register_script(scripts.FINALIZE)
         self._take_ready = client.register_script(scripts.TAKE_READY_SLOT)
         self._revoke = client.register_script(scripts.REVOKE)
+        self._ready_checked: dict[str, float] = {}
+        """node -> when this process last looked for stale members of its READY set."""
 
     def keys(self, job_id: str) -> JobKeys:
         return self.layout.job_keys(job_id)
@@ -260,13 +262,17 @@ class JobStore:
 
     def take_ready_slot(self, job_id: str, node: str, limit: int) -> bool:
         """Whether the job holds one of the node's READY slots (taking a free one); see TAKE_READY_SLOT.
-        When the node looks full, members whose job no longer holds the slot are cleared first."""
+        When the node looks full, members whose job no longer holds the slot are cleared (at most every
+        READY_SETTLE_S per node and process: a waiting init polls this)."""
         for attempt in range(2):
             taken = int(self._take_ready(keys=[keys.ready(node)], args=[job_id, time.time(), limit]))
             if taken == 2:
                 self.r.hset(self.layout.job(job_id), JobField.READY_NODE, node)
-            if taken or attempt or not self._clear_stale_ready(node):
+            if taken or attempt or time.monotonic() - self._ready_checked.get(node, -1e9) < READY_SETTLE_S:
                 return bool(taken)
+            self._ready_checked[node] = time.monotonic()
+            if not self._clear_stale_ready(node):
+                return False
         return False
 
     def _clear_stale_ready(self, node: str, oldest: int = 4) -> int:

@@ -270,3 +270,17 @@ def test_counts_by_state_match_the_jobs_whatever_happens(
         state = store.r.hget(keys.job(job_id), "state")
         truth[state] = truth.get(state, 0) + 1
     assert store.counts_by_state() == truth
+
+
+def test_a_full_ready_set_drops_members_that_no_longer_hold_a_slot(store: JobStore) -> None:
+    """A worker that died between a script ending a job's hold and removing the member leaves a stale
+    member; a node that looks full clears those (a member too young to have recorded it stays)."""
+    create(store, "gone")
+    create(store, "fresh")
+    create(store, "waiting")
+    ready = keys.ready("n1")
+    store.r.zadd(ready, {"gone": time.time() - 60, "fresh": time.time()})
+    store.r.hset(keys.job("gone"), "ready_node", "")  # its hold ended, the member stayed
+    assert store.take_ready_slot("waiting", "n1", limit=2)
+    assert set(store.r.zrange(ready, 0, -1)) == {"fresh", "waiting"}
+    assert not store.take_ready_slot("gone", "n1", limit=2)  # full; checked again only after a while
