@@ -237,11 +237,12 @@ class JobStore:
         self._left_ready(job_id, ready)
         return int(retries)
 
-    def reap(self, limit: int = 100) -> list[Reaped]:
-        """Takes every expired lease (of every bucket) from its presumed-dead holder; see scripts.REAP."""
+    def reap(self, limit: int = 100, tags: list[str] | None = None) -> list[Reaped]:
+        """Takes every expired lease (of the buckets `tags`, default all) from its presumed-dead holder;
+        see scripts.REAP."""
         now = time.time()
         reaped = []
-        for tag in self.layout.tags():
+        for tag in self.layout.tags() if tags is None else tags:
             for raw in self.r.zrangebyscore(keys.leases(tag), "-inf", now, start=0, num=limit):
                 job_id = _s(raw)
                 k = self.keys(job_id)

@@ -5,6 +5,7 @@ the stage messages go to the broker after them."""
 
 from __future__ import annotations
 
+import signal
 import tempfile
 import time
 import uuid
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
+from farm import keys
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from tests.core.redis_cluster import LocalCluster, missing_binaries
@@ -24,6 +27,8 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries())),
 ]
+CLUSTER = keys.Layout(keys.CLUSTER_BUCKETS)
+"""Where the farm's processes put jobs (this test process reads the default, plain layout)."""
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +41,7 @@ def cluster_farm() -> Iterator[LocalFarm]:
         workers=[
             WorkerSpec("init", concurrency=2),
             WorkerSpec("run", concurrency=4),
+            WorkerSpec("run", concurrency=4),  # one is killed
             WorkerSpec("eval", concurrency=2),
         ],
         env={"FARM_BROKER_URL": broker.url, "FARM_WORKDIR": str(logs / "work")},
@@ -80,3 +86,36 @@ def test_a_task_runs_on_a_redis_cluster(cluster_farm: LocalFarm) -> None:
             assert time.monotonic() < deadline, status
             time.sleep(0.1)
         assert len(status["sessions"]) == 4
+
+
+def test_a_killed_stage_is_resumed_on_a_redis_cluster(cluster_farm: LocalFarm) -> None:
+    """The reaper finds the expired lease in the job's bucket on the cluster and re-sends the stage
+    through the broker; the surviving run worker finishes the job."""
+    job_id = uuid.uuid4().hex
+    with httpx.Client(base_url=cluster_farm.api_url, timeout=60) as api:
+        body = {"instance": {"handler": "noop", "run_s": 3}, "job_id": job_id, "wait": False}
+        api.post("/process", json=body).raise_for_status()
+        state = _await(api, job_id, {"run"}, 15)
+        owner = redis.RedisCluster.from_url(_node(cluster_farm), decode_responses=True)
+        try:
+            holder = owner.hget(CLUSTER.job(job_id), "lease_owner") or ""
+            victim = "worker-" + holder.split("@")[0].rsplit("-", 2)[0]
+            cluster_farm.kill(victim, signal.SIGKILL)
+            state = _await(api, job_id, {"done", "failed"}, 40)
+            assert state == "done"
+            assert owner.hget(CLUSTER.job(job_id), "infra_retries") == "1"
+        finally:
+            owner.close()
+            cluster_farm.respawn(victim)
+
+
+def _node(farm: LocalFarm) -> str:
+    return (farm.redis_url or "").replace("redis+cluster://", "redis://")
+
+
+def _await(api: httpx.Client, job_id: str, states: set[str], timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while (state := str(api.get(f"/jobs/{job_id}").json()["state"])) not in states:
+        assert time.monotonic() < deadline, state
+        time.sleep(0.05)
+    return state
