@@ -51,7 +51,8 @@ def _job_families(stats: dict[str, float], by_state: dict[str, int]) -> list[Fam
         _family(CounterMetricFamily, "farm_stage_seconds", "Seconds spent inside stages", "stage",
                 ((s, stats.get(f"stage_seconds_sum:{s}", 0.0)) for s in STAGES)),
         _family(CounterMetricFamily, "farm_stage_runs",
-                "Stage executions that ended (handed off to the next stage, or ended the job)", "stage",
+                "Stage executions that ended (handed off, counted as the next one starts, or ended the job)",
+                "stage",
                 ((s, stats.get(f"stage_count:{s}", 0.0)) for s in STAGES)),
         _family(CounterMetricFamily, "farm_gateway_calls", "Model calls answered and recorded by the gateway",
                 "provider", ((k.removeprefix(GATEWAY_CALLS), v) for k, v in sorted(stats.items())

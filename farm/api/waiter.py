@@ -28,6 +28,8 @@ class JobWaiter:
         self.any_done = asyncio.Event()
         """Set whenever a job with a callback_url ends (the callback sender waits on it instead of
         polling; jobs without one do not wake it)."""
+        self.callbacks_due: set[str] = set()
+        """The ids of those jobs, until the callback sender takes them."""
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._listen())
@@ -45,6 +47,7 @@ class JobWaiter:
                 await pubsub.subscribe(keys.DONE_CHANNEL, keys.CALLBACKS_DUE_CHANNEL)
                 async for message in pubsub.listen():
                     if as_text(message.get("channel")) == keys.CALLBACKS_DUE_CHANNEL:
+                        self.callbacks_due.add(as_text(message.get("data")))
                         self.any_done.set()
                         continue
                     job_id = as_text(message.get("data"))

@@ -5,13 +5,17 @@ the stage messages go to the broker after them."""
 
 from __future__ import annotations
 
+import json
 import signal
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -119,3 +123,35 @@ def _await(api: httpx.Client, job_id: str, states: set[str], timeout_s: float) -
         assert time.monotonic() < deadline, state
         time.sleep(0.05)
     return state
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    seen: ClassVar[list[dict[str, object]]] = []
+
+    def do_POST(self) -> None:
+        _Receiver.seen.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_callback_is_delivered_from_a_cluster_bucket(cluster_farm: LocalFarm) -> None:
+    """The job's end wakes the callback sender with its id, which claims from that job's bucket."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/results"
+        with httpx.Client(base_url=cluster_farm.api_url, timeout=60) as api:
+            ids = [uuid.uuid4().hex for _ in range(6)]  # over several buckets
+            for job_id in ids:
+                body = {"instance": {"handler": "noop"}, "job_id": job_id, "callback_url": url}
+                assert api.post("/process", json=body).json()["state"] == "done"
+        deadline = time.monotonic() + 3  # well within the idle poll's round of every bucket (20 s)
+        while len(_Receiver.seen) < len(ids):
+            assert time.monotonic() < deadline, f"{len(_Receiver.seen)} of {len(ids)} delivered"
+            time.sleep(0.05)
+        assert sorted(str(b["job_id"]) for b in _Receiver.seen) == sorted(ids)
+    finally:
+        server.shutdown()
