@@ -5,7 +5,7 @@ runs twice per repeat on the same farm:
 - least-assigned (the farm's pool): each job is pinned, when it first calls the policy, to the backend
   with the fewest jobs currently pinned, so the slow one ends up with fewer;
 - static equal split (baseline): job i is pinned to backend i mod 3 before it is submitted, written
-  into the pool's own pin map (`farm:sticky:<job id>`), as a trainer that splits work evenly would.
+  into the pool's own pin map (`keys.sticky(<job id>)`), as a trainer that splits work evenly would.
 The figure is the burst's completion time (submit of the first job to the last result).
 
     python bench/balance.py [--jobs 48 --repeats 3 --run-slots 12 --slow-factor 3]

@@ -1,12 +1,14 @@
 """What a rollout costs the farm's Redis: commands per no-op rollout, per LLM call of a math rollout,
 Redis CPU per rollout, the projected rollouts/s one Redis core sustains, and the idle farm's rate.
 
-    python -m bench.redis_cost [--noop 200] [--math 24] [--idle-s 10]   (extra: bench)
+    python -m bench.redis_cost [--noop 200] [--math 24] [--idle-s 10] [--cluster]   (extra: bench)
 
 Every count comes from Redis itself (`INFO commandstats`, reset before each phase), so it includes
 everything every process does: the API, the waiter, the workers' hand-offs, leases, heartbeats,
 monitors and sweeps, the backend pool and Celery's own broker traffic. One farm (API, one worker
-per stage queue, the scripted reference LLM) on an embedded Redis.
+per stage queue, the scripted reference LLM) on an embedded Redis; with --cluster on an embedded
+Redis Cluster of three masters (FARM_REDIS_URL=redis+cluster://) with the broker on an embedded plain
+Redis (FARM_BROKER_URL), every count summed over the four servers.
 
 Goals (issue 18): <= 50 commands per no-op rollout, idle farm <= 10 commands/s.
 """
@@ -14,6 +16,7 @@ Goals (issue 18): <= 50 commands per no-op rollout, idle farm <= 10 commands/s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import threading
 import time
@@ -25,7 +28,7 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
-from farm.embedded_redis import EmbeddedRedis
+from farm.embedded_redis import EmbeddedCluster, EmbeddedRedis
 from farm.launcher import LocalFarm, default_workers
 
 MATH = {
@@ -35,23 +38,27 @@ MATH = {
 }
 
 
-def command_counts(client: redis.Redis) -> Counter[str]:
-    stats = client.info("commandstats")
-    return Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
+def command_counts(clients: list[redis.Redis]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for client in clients:
+        stats = client.info("commandstats")
+        counts.update({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
+    return counts
 
 
-def redis_cpu_s(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+def redis_cpu_s(clients: list[redis.Redis]) -> float:
+    infos = [client.info("cpu") for client in clients]
+    return sum(float(info["used_cpu_sys"]) + float(info["used_cpu_user"]) for info in infos)
 
 
-def measure(client: redis.Redis, action) -> tuple[Counter[str], float, float, object]:
+def measure(clients: list[redis.Redis], action) -> tuple[Counter[str], float, float, object]:
     """(commands by name, Redis CPU seconds, wall seconds, the action's result) for one phase."""
-    client.config_resetstat()
-    cpu0, t0 = redis_cpu_s(client), time.perf_counter()
+    for client in clients:
+        client.config_resetstat()
+    cpu0, t0 = redis_cpu_s(clients), time.perf_counter()
     result = action()
-    wall, cpu = time.perf_counter() - t0, redis_cpu_s(client) - cpu0
-    counts = command_counts(client)
+    wall, cpu = time.perf_counter() - t0, redis_cpu_s(clients) - cpu0
+    counts = command_counts(clients)
     # The bench's own INFO/CONFIG calls are not the farm's.
     for own in ("info", "config|resetstat", "config"):
         counts.pop(own, None)
@@ -114,22 +121,33 @@ def main() -> None:
     parser.add_argument("--noop", type=int, default=200, help="sequential no-op rollouts")
     parser.add_argument("--math", type=int, default=24, help="sequential sandboxed math rollouts")
     parser.add_argument("--idle-s", type=float, default=10.0, help="seconds of an idle farm")
+    parser.add_argument("--cluster", action="store_true", help="the farm on a 3-master Redis Cluster")
     args = parser.parse_args()
     console = Console()
 
-    with EmbeddedRedis() as server:
-        os.environ["FARM_REDIS_URL"] = server.url
-        client = redis.Redis.from_url(server.url, decode_responses=True)
-        with LocalFarm(redis_url=server.url, workers=default_workers(run_concurrency=4)) as farm:
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(EmbeddedRedis())
+        env: dict[str, str] = {}
+        url, clients = server.url, [redis.Redis.from_url(server.url, decode_responses=True)]
+        if args.cluster:  # the plain server is the broker
+            cluster = stack.enter_context(EmbeddedCluster())
+            url, env = cluster.url, {"FARM_BROKER_URL": server.url}
+            clients += [redis.Redis(port=port, decode_responses=True) for port in cluster.ports]
+        os.environ.update({"FARM_REDIS_URL": url, **env})
+        with LocalFarm(redis_url=url, workers=default_workers(run_concurrency=4), env=env) as farm:
             run_jobs(farm.api_url, {"handler": "noop"}, 20)  # warm up imports and connections
             time.sleep(2.0)  # let start-up sweeps and registrations settle
-            idle, idle_cpu, idle_wall, _ = measure(client, lambda: time.sleep(args.idle_s))
+            idle, idle_cpu, idle_wall, _ = measure(clients, lambda: time.sleep(args.idle_s))
             noop, noop_cpu, noop_wall, _ = measure(
-                client, lambda: run_jobs(farm.api_url, {"handler": "noop"}, args.noop)
+                clients, lambda: run_jobs(farm.api_url, {"handler": "noop"}, args.noop)
             )
-            math, math_cpu, _, math_results = measure(client, lambda: run_jobs(farm.api_url, MATH, args.math))
-            sent, in_scripts = round_trips(
-                server.url, lambda: run_jobs(farm.api_url, {"handler": "noop"}, 50)
+            math, math_cpu, _, math_results = measure(
+                clients, lambda: run_jobs(farm.api_url, MATH, args.math)
+            )
+            sent, in_scripts = (
+                (0, 0)
+                if args.cluster
+                else round_trips(server.url, lambda: run_jobs(farm.api_url, {"handler": "noop"}, 50))
             )
 
     # Commands the idle farm would have issued anyway during the measured phases are not the rollouts'.
@@ -139,7 +157,8 @@ def main() -> None:
     per_noop = noop_total / args.noop
     cpu_per_noop = noop_cpu / args.noop
 
-    table = Table(title="Redis cost of the farm (one embedded Redis; counts from INFO commandstats)")
+    where = "a 3-master Redis Cluster + its broker" if args.cluster else "one embedded Redis"
+    table = Table(title=f"Redis cost of the farm ({where}; counts from INFO commandstats)")
     for col in ("phase", "commands", "per unit", "Redis CPU per unit", "goal"):
         table.add_column(col, justify="right")
     table.add_row(
@@ -168,10 +187,11 @@ def main() -> None:
     console.print(
         f"projected no-op rollouts/s on one Redis core: {1 / cpu_per_noop:.0f}" if cpu_per_noop else ""
     )
-    console.print(
-        f"no-op rollout, round trips (MONITOR, 50 rollouts): {sent / 50:.1f} commands sent by clients "
-        f"per rollout, {in_scripts / 50:.1f} more run inside their Lua scripts"
-    )
+    if not args.cluster:
+        console.print(
+            f"no-op rollout, round trips (MONITOR, 50 rollouts): {sent / 50:.1f} commands sent by clients "
+            f"per rollout, {in_scripts / 50:.1f} more run inside their Lua scripts"
+        )
     console.print(f"idle, commands/s by name: {top(idle, idle_wall)}")
     console.print(f"no-op, commands/rollout by name: {top(noop, args.noop, 12)}")
 

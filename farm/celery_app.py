@@ -12,7 +12,7 @@ from celery import Celery
 from celery.signals import celeryd_after_setup
 from kombu import Queue
 
-from farm.redis_clients import celery_conf, celery_transport_options
+from farm.redis_clients import broker_url, celery_conf, celery_transport_options
 from farm.settings import get_settings
 from farm.workers import live_run_queues
 
@@ -32,7 +32,7 @@ def run_queue_here() -> str:
 
 def create_app() -> Celery:
     settings = get_settings()
-    celery = Celery("farm", broker=settings.redis_url, include=["tasks.stages"])
+    celery = Celery("farm", broker=broker_url(settings), include=["tasks.stages"])
     # With a sentinel:// URL: the farm's Sentinel transport. (Stage messages are not published through
     # kombu: the farm's Lua scripts enqueue them, over clients that retry through outages.)
     conf: dict[str, Any] = celery_conf(settings)

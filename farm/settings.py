@@ -10,14 +10,26 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_SENTINEL_MASTER = "farm-redis"
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+"""FARM_REDIS_URL schemes naming a Redis Cluster (any of its nodes): `redis+cluster://host:port`."""
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.strip().lower().split("://", 1)[0] in CLUSTER_SCHEMES
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FARM_", extra="ignore")
 
     redis_url: str = DEFAULT_REDIS_URL
-    """redis://, rediss:// or unix:// URL, or Sentinels in kombu's form
-    `sentinel://[:password@]host:port[/db];sentinel://host2:port2;...` (see farm/redis_clients.py)."""
+    """redis://, rediss:// or unix:// URL, Sentinels in kombu's form
+    `sentinel://[:password@]host:port[/db];sentinel://host2:port2;...`, or a Redis Cluster as
+    `redis+cluster://host:port` (any node; then FARM_BROKER_URL names the broker); see
+    farm/redis_clients.py."""
+    broker_url: str | None = None
+    """The Celery broker when it is not FARM_REDIS_URL: a plain redis:// URL. Required when
+    FARM_REDIS_URL names a cluster (kombu has no cluster transport); stage messages are then pushed
+    after the job script that records their stage, and the stall sweep re-sends one lost between."""
     redis_sentinel_master: str = DEFAULT_SENTINEL_MASTER
     """With a sentinel:// URL: the name the sentinels monitor the master under (ops/redis/sentinel.conf)."""
     redis_sentinel_password: str | None = None

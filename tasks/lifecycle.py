@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm import keys
 from farm.agent.policy import PolicyClient
 from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
 from farm.jobs.dispatch import FOLLOWING_STAGE, stage_task_id
 from farm.jobs.store import JobRecord, JobStore, terminal_result
+from farm.keys import JobField
 from farm.models.results import JobResult, JobState, StageError, Trajectory
 from farm.settings import get_settings
 from handlers.base import AgentHandler, RunOutput
@@ -43,7 +43,7 @@ class Attempt:
         self.record = record
         self.stage = stage
         self.token = token
-        self.pinned = record.fields.get("backend_pinned") == "1"
+        self.pinned = record.fields.get(JobField.BACKEND_PINNED) == "1"
         """Whether the job has used a backend (and so holds a pin to release when it ends)."""
 
     @property
@@ -87,7 +87,7 @@ def _context(
     def policy_factory(ctx: JobContext) -> PolicyClient:
         if attempt is not None and not attempt.pinned:
             attempt.pinned = True  # remembered in the record, so whichever stage ends the job releases it
-            job_store().r.hset(keys.job(ctx.job_id), "backend_pinned", "1")
+            job_store().r.hset(job_store().layout.job(ctx.job_id), JobField.BACKEND_PINNED, "1")
         return PolicyClient(backend_pool(), ctx.job_id, ctx.check, ctx.remaining)
 
     return JobContext(
@@ -182,7 +182,7 @@ def _init_work(attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs:
         wait_for_ready_slot(attempt, ctx)
     inputs.state.update(handler.init(ctx))
     ctx.check()
-    return Handoff({"node": ctx.node}, {"init_state": inputs.state})
+    return Handoff({JobField.NODE: ctx.node}, {JobField.INIT_STATE: inputs.state})
 
 
 def _run_work(
@@ -191,7 +191,7 @@ def _run_work(
     run = handler.run(ctx, inputs.state)
     _teardown_fenced(attempt, handler, ctx, inputs.state)
     if run.outcome == "completed":
-        return Handoff({"run_node": ctx.node}, {"run_output": run.model_dump(mode="json")})
+        return Handoff({JobField.RUN_NODE: ctx.node}, {JobField.RUN_OUTPUT: run.model_dump(mode="json")})
     kind = JobState.timeout if run.outcome == "timeout" else JobState.cancelled
     message = "budget spent during run" if kind is JobState.timeout else "cancelled during run"
     return terminal_result(
@@ -221,8 +221,8 @@ INTERRUPTIONS = (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining)
 def _inputs(record: JobRecord, stage: str) -> StageInputs:
     if stage == "init":
         return StageInputs()
-    run = RunOutput.model_validate(record.output("run_output") or {}) if stage == "eval" else None
-    return StageInputs(state=record.output("init_state") or {}, run=run)
+    run = RunOutput.model_validate(record.output(JobField.RUN_OUTPUT) or {}) if stage == "eval" else None
+    return StageInputs(state=record.output(JobField.INIT_STATE) or {}, run=run)
 
 
 def _run_stage(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
@@ -282,7 +282,7 @@ def _callback(hook: Any, ctx: JobContext, stage: str, exc: BaseException, *args:
 
 def _release_init_state(record: JobRecord) -> None:
     """A job that ends between init and run still owns what init made (workspace, sandbox)."""
-    state = record.output("init_state")
+    state = record.output(JobField.INIT_STATE)
     if state is None:
         return
     try:
@@ -295,7 +295,10 @@ def _release_init_state(record: JobRecord) -> None:
 def _teardown_fenced(attempt: Attempt, handler: AgentHandler, ctx: JobContext, state: dict[str, Any]) -> None:
     """Teardown is an end-of-stage write like any other: a stale attempt (its lease reaped, the stage
     retried) must not stop the sandbox or workspace the retry now uses. What a stale attempt made
-    and nobody uses any more is the orphan sweep's (tasks/orphans.py)."""
+    and nobody uses any more is the orphan sweep's (tasks/orphans.py). A handler with no teardown
+    has nothing to fence (and saves the lease check's Redis round trip)."""
+    if type(handler).teardown is AgentHandler.teardown:
+        return
     if not attempt.holds_lease():
         log.warning(
             "%s of %s lost its lease; leaving its sandbox to the attempt holding it",

@@ -24,12 +24,14 @@ from containers.runtime import get_runtime
 from farm import keys
 from farm.identity import FARM_LABEL, current_farm_id
 from farm.jobs.store import JobStore
+from farm.keys import JobField
 from farm.settings import get_settings
 from farm.text import as_text_or_none as _text
 
 log = logging.getLogger(__name__)
 SWEEP_EVERY_S = 10.0
 TERMINAL = {"done", "failed", "cancelled", "timeout"}
+_ORPHAN_FIELDS = (JobField.STATE, JobField.LEASE_EXPIRES, JobField.INIT_STATE)
 
 
 def _scan(root: Path) -> tuple[list[SandboxHandle], list[Path]]:
@@ -62,13 +64,13 @@ def _remove_unrecorded(directories: list[Path], older_than: float) -> int:
 def is_orphan(handle: SandboxHandle, fields: dict[str, str | None], now: float) -> bool:
     """Whether a labelled sandbox has outlived its job's need for it (fields: the job hash's state,
     lease_expires and init_state)."""
-    state = fields.get("state")
+    state = fields.get(JobField.STATE)
     if state is None or state in TERMINAL:
         return True
-    if float(fields.get("lease_expires") or 0) > now:
+    if float(fields.get(JobField.LEASE_EXPIRES) or 0) > now:
         return False
     try:
-        recorded = json.loads(fields.get("init_state") or "{}").get("sandbox") or {}
+        recorded = json.loads(fields.get(JobField.INIT_STATE) or "{}").get("sandbox") or {}
     except ValueError:
         recorded = {}
     return recorded.get("id") != handle.id
@@ -96,12 +98,12 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
         return removed
     pipe = store.r.pipeline(transaction=False)
     for handle in candidates:
-        pipe.hmget(keys.job(handle.labels["job_id"]), "state", "lease_expires", "init_state")
+        pipe.hmget(store.layout.job(handle.labels["job_id"]), *_ORPHAN_FIELDS)
     rows = pipe.execute()
     runtime = LocalRuntime(root) if root is not None else get_runtime("local")
     stopped = removed
     for handle, row in zip(candidates, rows, strict=True):
-        fields = dict(zip(("state", "lease_expires", "init_state"), (_text(v) for v in row), strict=True))
+        fields = dict(zip(_ORPHAN_FIELDS, (_text(v) for v in row), strict=True))
         if not is_orphan(handle, fields, time.time()):
             continue
         log.warning("stopping orphaned sandbox %s of job %s", handle.id, handle.labels["job_id"])

@@ -5,8 +5,9 @@ SET NX for LEAD_S) and reaps every REAP_EVERY_S; the others only try to take the
 so an idle farm costs a few commands a second whatever its size. Leading is an economy, not a safety
 rule: the REAP script hands each expired lease to exactly one reaper, so two workers that both believe
 they lead never double-send. A killed stage is resumed within about LEASE_TTL_S + LEAD_S, whatever its
-length. The broker keeps no copy of a delivered message (no ack emulation, farm/celery_app.py): a
-message a worker took and died with before its stage began is found by the stall sweep.
+length (on a Redis Cluster up to 3 s more: REAP_BUCKETS_PER_ROUND). The broker keeps no copy of a
+delivered message (no ack emulation, farm/celery_app.py): a message a worker took and died with
+before its stage began is found by the stall sweep.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import redis
 from celery.signals import worker_ready, worker_shutting_down
 
 from farm import keys
+from farm.keys import JobField
 from farm.models.results import STAGES
 from farm.settings import get_settings
-from farm.text import as_text as _text
 from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
 from tasks.orphans import sweep_due, sweep_orphan_sandboxes
@@ -39,15 +40,26 @@ log = logging.getLogger(__name__)
 REAP_EVERY_S = 1.0
 LEAD_S = 3.0
 """How long one lead lasts; the others try to take it twice per term."""
+REAP_BUCKETS_PER_ROUND = 4
+"""Hash-tag buckets of jobs (farm/keys.py) whose leases one round reads: all of a plain Redis's one,
+a quarter of a cluster's 16 (each every 4 s: a killed stage is resumed up to 3 s later there, and the
+idle farm reads 4 lease indexes a second, not 16)."""
 SWEEP_ATTEMPT_EVERY_S = 5.0
 """Each worker tries for its host's orphan-sandbox sweep lock this often (the sweep runs every
 SWEEP_EVERY_S per host)."""
 _stop = threading.Event()
 
 
+_next_bucket = 0
+
+
 def reap_once() -> int:
+    global _next_bucket
     store = job_store()
-    reaped = store.reap()
+    tags = store.layout.tags()
+    share = tags[_next_bucket : _next_bucket + REAP_BUCKETS_PER_ROUND]
+    _next_bucket = (_next_bucket + REAP_BUCKETS_PER_ROUND) % len(tags)
+    reaped = store.reap(tags=share)
     for lost in reaped:
         try:
             resend(store, lost.job_id, lost.stage, lost.infra_retries, lost.node)
@@ -72,18 +84,16 @@ def resend_if_stuck(store: JobStore, job_id: str, stage: str | None = None) -> b
     """Send `stage` (default: the job's first unfinished stage) again unless the job ended, that stage
     is done, or a live attempt holds the lease. Counted as an infrastructure retry."""
     record = store.get(job_id)
-    if record is None or record.state.terminal or record.fields.get("lease_token"):
+    if record is None or record.state.terminal or record.fields.get(JobField.LEASE_TOKEN):
         return False
     stage = stage or next((s for s in STAGES if not record.stage_done(s)), None)
     if stage is None or record.stage_done(stage):
         return False
-    retries = int(store.r.hincrby(keys.job(job_id), "infra_retries", 1))
-    store.r.hincrby(keys.STATS, "retries_total:infra", 1)
-    resend(store, job_id, stage, retries, record.node or "")
+    resend(store, job_id, stage, store.count_infra_retry(job_id), record.node or "")
     return True
 
 
-def _jobs_with_messages(r: Any) -> set[str]:
+def _jobs_with_messages(r: redis.Redis) -> set[str]:
     """Job ids with a stage message waiting in a queue some live worker consumes."""
     queues = ["init", "run", "eval", *sorted(live_run_queues())]
     pipe = r.pipeline(transaction=False)
@@ -109,11 +119,12 @@ def sweep_stalled(grace_s: float | None = None) -> int:
     grace = get_settings().stall_grace_s if grace_s is None else grace_s
     if not r.set(keys.STALL_SWEEP, "1", nx=True, px=max(1000, int(grace * 500))):
         return 0
+    store.prune_index()
     now = time.time()
-    active = [_text(j) for j in r.smembers(keys.ACTIVE_JOBS)]
+    active = store.active_ids()
     pipe = r.pipeline(transaction=False)
     for job_id in active:
-        pipe.hmget(keys.job(job_id), "state", "enqueued_at", "lease_token")
+        pipe.hmget(store.layout.job(job_id), JobField.STATE, JobField.ENQUEUED_AT, JobField.LEASE_TOKEN)
     suspects = [
         job_id
         for job_id, (state, enqueued, lease) in zip(active, pipe.execute(), strict=True)
@@ -121,7 +132,7 @@ def sweep_stalled(grace_s: float | None = None) -> int:
     ]
     if not suspects:
         return 0
-    present = _jobs_with_messages(r)
+    present = _jobs_with_messages(store.broker or r)
     return sum(resend_if_stuck(store, j) for j in suspects if j not in present)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from farm import keys
 from farm.handler.registry import get_handler
 from farm.jobs.dispatch import MOST_URGENT, broker_priority, stage_task_id
 from farm.jobs.store import JobStore, terminal_result
@@ -47,8 +46,7 @@ def resend(store: JobStore, job_id: str, stage: str, retries: int, node: str) ->
         if local and local in live_run_queues():
             queue = local
         else:  # what init made lives on a node without a live run worker: start over
-            store.drop_ready_slot(job_id)
-            store.r.hdel(keys.job(job_id), "done:init", "init_state", "node")
+            store.forget_init(job_id)
             stage = queue = "init"
     log.warning("re-sending %s of job %s (infra retry %d)", stage, job_id, retries)
     task_id = stage_task_id(job_id, stage, attempt=retries)

@@ -9,6 +9,7 @@ import redis
 from farm.jobs.messages import StageMessages
 from farm.jobs.store import JobStore
 from farm.pool import BackendPool
+from farm.redis_clients import broker_client
 from farm.redis_clients import redis_client as make_redis_client
 from farm.settings import get_settings
 
@@ -20,7 +21,7 @@ def redis_client() -> redis.Redis:
 
 @lru_cache
 def job_store() -> JobStore:
-    return JobStore(redis_client(), get_settings().result_ttl_s)
+    return JobStore(redis_client(), get_settings().result_ttl_s, broker=broker_client())
 
 
 @lru_cache

@@ -2,11 +2,14 @@
 exponential backoff, never in the way of the pipeline; the result stays readable at /jobs/{id}
 whatever happens to the callback.
 
-Due deliveries sit in the `farm:callbacks` zset (scored by when they are due; FINALIZE adds them).
+Due deliveries sit in each job bucket's callbacks zset (scored by when they are due; FINALIZE adds them).
 A sender claims a due job by pushing its score past the claim window in one Lua call, so several
 API replicas never POST the same result at the same time. Between rounds it sleeps until the next
-delivery is due, a job ends (the waiter's pub/sub wakes it), or IDLE_POLL_S passes (another replica's
-retries), so an idle API costs no Redis command per second for callbacks.
+delivery is due, a job with a callback ends (the waiter's pub/sub wakes it with the job's id), or
+IDLE_POLL_S passes (another replica's retries), so an idle API costs no Redis command per second for
+callbacks. Each round claims only the job buckets (farm/keys.py) with a delivery known to be due, of a
+job that just ended, or whose turn it is (IDLE_BUCKETS a round: a cluster's 16 are all read every
+four idle polls; a plain Redis's one every time).
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.jobs.store import AsyncJobStore
+from farm.keys import JobField
 from farm.text import as_text
 
 log = logging.getLogger(__name__)
 IDLE_POLL_S = 5.0
+IDLE_BUCKETS = 4
 CLAIM_S = 30.0
 MAX_ATTEMPTS = 8
 BACKOFF_S = (1, 2, 4, 8, 16, 30, 60)
@@ -44,15 +49,20 @@ class CallbackSender:
         self.r = client
         self.store = store
         self._claim = client.register_script(_CLAIM)
+        self._next_due: dict[str, float] = {}
+        """bucket -> when its next delivery is due as last claimed (inf: none; absent: not read yet)."""
+        self._turn = 0
 
-    async def run_forever(self, wake: asyncio.Event | None = None) -> None:
-        """Delivers due callbacks until cancelled; `wake` is set when a job ends."""
+    async def run_forever(self, wake: asyncio.Event | None = None, ended: set[str] | None = None) -> None:
+        """Delivers due callbacks until cancelled; `wake` is set when a job with a callback ends, and
+        `ended` then holds its id (the waiter's)."""
         wake = wake or asyncio.Event()
+        ended = set() if ended is None else ended
         async with httpx.AsyncClient(timeout=10.0) as http:
             while True:
                 wake.clear()
                 try:
-                    sent, next_due = await self.send_due(http)
+                    sent, next_due = await self.send_due(http, tags=self._round(ended))
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -66,22 +76,39 @@ class CallbackSender:
                         async with asyncio.timeout(pause):
                             await wake.wait()
 
-    async def send_due(self, http: httpx.AsyncClient, limit: int = 32) -> tuple[int, float | None]:
-        """Sends what is due now; returns how many, and when the next one is due (None: nothing is)."""
+    def _round(self, ended: set[str]) -> list[str]:
+        """The buckets this round claims from (see the module docstring); empties `ended`."""
+        tags = self.store.layout.tags()
+        turn = tags[self._turn : self._turn + IDLE_BUCKETS]
+        self._turn = (self._turn + IDLE_BUCKETS) % len(tags)
+        chosen = {self.store.layout.tag(job_id) for job_id in ended} | set(turn)
+        ended.clear()
         now = time.time()
-        due, first = await self._claim(keys=[keys.CALLBACKS], args=[now, now + CLAIM_S, limit])
-        ids = [as_text(d) for d in due]
+        return [t for t in tags if t in chosen or self._next_due.get(t, 0.0) <= now]
+
+    async def send_due(
+        self, http: httpx.AsyncClient, limit: int = 32, tags: list[str] | None = None
+    ) -> tuple[int, float | None]:
+        """Sends what is due now in the buckets `tags` (default all); returns how many, and when the
+        next one is due (None: nothing is, as far as this sender knows)."""
+        now = time.time()
+        ids: list[str] = []
+        for tag in self.store.layout.tags() if tags is None else tags:
+            due, first = await self._claim(keys=[keys.callbacks(tag)], args=[now, now + CLAIM_S, limit])
+            ids += [as_text(d) for d in due]
+            self._next_due[tag] = float(first) if first not in (b"", "", None) else float("inf")
         await asyncio.gather(*(self._deliver(http, job_id) for job_id in ids))
-        next_due = float(first) if first not in (b"", "", None) else None
-        return len(ids), next_due
+        next_due = min(self._next_due.values(), default=float("inf"))
+        return len(ids), next_due if next_due != float("inf") else None
 
     async def _deliver(self, http: httpx.AsyncClient, job_id: str) -> None:
         record = await self.store.get(job_id)
-        url = record.fields.get("callback_url") if record else None
+        url = record.fields.get(JobField.CALLBACK_URL) if record else None
+        k = self.store.keys(job_id)
         if record is None or not url or record.result is None:
-            await self.r.zrem(keys.CALLBACKS, job_id)
+            await self.r.zrem(k.callbacks, job_id)
             return
-        attempt = int(await self.r.hincrby(keys.job(job_id), "callback_attempts", 1))
+        attempt = int(await self.r.hincrby(k.job, JobField.CALLBACK_ATTEMPTS, 1))
         try:
             response = await http.post(
                 url, content=record.result.model_dump_json(), headers={"content-type": "application/json"}
@@ -91,16 +118,18 @@ class CallbackSender:
         except httpx.HTTPError as exc:
             ok, reason = False, f"{type(exc).__name__}: {exc}"
         if ok:
-            await self.r.zrem(keys.CALLBACKS, job_id)
-            await self.r.hset(keys.job(job_id), "callback_state", "delivered")
+            await self.r.zrem(k.callbacks, job_id)
+            await self.r.hset(k.job, JobField.CALLBACK_STATE, "delivered")
             return
         if attempt >= MAX_ATTEMPTS:
             log.warning("giving up on the callback of %s after %d attempts (%s)", job_id, attempt, reason)
-            await self.r.zrem(keys.CALLBACKS, job_id)
+            await self.r.zrem(k.callbacks, job_id)
             await self.r.hset(
-                keys.job(job_id), mapping={"callback_state": "failed", "callback_error": reason}
+                k.job, mapping={JobField.CALLBACK_STATE: "failed", JobField.CALLBACK_ERROR: reason}
             )
             return
         delay = BACKOFF_S[min(attempt - 1, len(BACKOFF_S) - 1)]
-        await self.r.zadd(keys.CALLBACKS, {job_id: time.time() + delay})
-        await self.r.hset(keys.job(job_id), mapping={"callback_state": "retrying", "callback_error": reason})
+        await self.r.zadd(k.callbacks, {job_id: time.time() + delay})
+        await self.r.hset(
+            k.job, mapping={JobField.CALLBACK_STATE: "retrying", JobField.CALLBACK_ERROR: reason}
+        )

@@ -9,13 +9,14 @@ from farm import keys
 from farm.api.state import FarmState
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import terminal_result
+from farm.keys import JobField
 from farm.models.requests import CancelRequest
 from farm.models.results import JobState, StageError
 
 
 async def resolve_targets(farm: FarmState, body: CancelRequest) -> list[str]:
     targets: list[str] = []
-    if body.job_id is not None and await farm.redis.exists(keys.job(body.job_id)):
+    if body.job_id is not None and await farm.redis.exists(farm.store.layout.job(body.job_id)):
         targets.append(body.job_id)
     if body.task_id is not None:
         raw = await farm.redis.hget(keys.task(body.task_id), "session_ids")
@@ -24,7 +25,7 @@ async def resolve_targets(farm: FarmState, body: CancelRequest) -> list[str]:
         active = await farm.store.active_ids()
         pipe = farm.redis.pipeline(transaction=False)
         for job_id in active:
-            pipe.hget(keys.job(job_id), "spec")
+            pipe.hget(farm.store.layout.job(job_id), JobField.SPEC)
         for job_id, raw in zip(active, await pipe.execute(), strict=True):
             if raw and _matches(JobSpec.model_validate_json(raw), body):
                 targets.append(job_id)

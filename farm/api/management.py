@@ -9,7 +9,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import JSONResponse
 
-from farm import keys
 from farm.api.cancel import cancel_jobs, resolve_targets
 from farm.api.queues import queue_depths, ready_by_node
 from farm.api.state import FarmState, farm_state
@@ -146,13 +145,13 @@ async def stop(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
 async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
     workers = await live_workers_async(farm.redis)
     node_queues = sorted({q for w in workers for q in w.get("queues", []) if q.startswith("run.")})
-    depths = await queue_depths(farm.redis, ["init", "run", "eval", *node_queues])
+    depths = await queue_depths(farm.store.broker or farm.redis, ["init", "run", "eval", *node_queues])
     return {
         "accepting": await farm.accepting(),
         "queues": depths,
         "ready": await ready_by_node(farm.redis, {w["node"] for w in workers}),
         "jobs": await farm.store.counts_by_state(),
-        "active_jobs": await farm.redis.scard(keys.ACTIVE_JOBS),
+        "active_jobs": await farm.store.active_count(),
         "workers": [
             {k: w.get(k) for k in ("hostname", "node", "queues", "pid", "concurrency", "seen_at")}
             for w in sorted(workers, key=lambda w: w.get("hostname", ""))

@@ -12,12 +12,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from farm import keys
 from farm.api.queues import queue_depths, ready_by_node
 from farm.api.state import FarmState, farm_state
 from farm.models.backends import BackendInfo
 from farm.models.results import STAGES, TERMINAL_STATES
-from farm.text import as_text as _s
 from farm.web.responses import errors
 from farm.web.security import require_token
 from farm.workers import live_workers_async
@@ -53,7 +51,8 @@ def _job_families(stats: dict[str, float], by_state: dict[str, int]) -> list[Fam
         _family(CounterMetricFamily, "farm_stage_seconds", "Seconds spent inside stages", "stage",
                 ((s, stats.get(f"stage_seconds_sum:{s}", 0.0)) for s in STAGES)),
         _family(CounterMetricFamily, "farm_stage_runs",
-                "Stage executions that ended (handed off to the next stage, or ended the job)", "stage",
+                "Stage executions that ended (handed off, counted as the next one starts, or ended the job)",
+                "stage",
                 ((s, stats.get(f"stage_count:{s}", 0.0)) for s in STAGES)),
         _family(CounterMetricFamily, "farm_gateway_calls", "Model calls answered and recorded by the gateway",
                 "provider", ((k.removeprefix(GATEWAY_CALLS), v) for k, v in sorted(stats.items())
@@ -93,7 +92,7 @@ def _node_families(workers: list[dict[str, Any]], ready: dict[str, int]) -> list
 
 @router.get("/metrics", response_class=Response)
 async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
-    stats = {_s(k): float(v) for k, v in (await farm.redis.hgetall(keys.STATS)).items()}
+    stats = await farm.store.stats()
     depths = await queue_depths(farm.redis, ["init", "run", "eval"])
     workers = await live_workers_async(farm.redis)
     ready = await ready_by_node(farm.redis, {w["node"] for w in workers})

@@ -16,7 +16,7 @@ from farm.api.waiter import JobWaiter
 from farm.jobs.messages import StageMessages
 from farm.jobs.store import AsyncJobStore
 from farm.pool import AsyncBackendPool
-from farm.redis_clients import async_redis_client
+from farm.redis_clients import async_broker_client, async_pubsub_client, async_redis_client
 from farm.settings import Settings
 
 ACCEPTING_CACHE_S = 1.0
@@ -49,14 +49,14 @@ class FarmState:
     @classmethod
     def build(cls, settings: Settings, celery: Celery) -> FarmState:
         client = async_redis_client(settings.redis_url, settings=settings)
-        store = AsyncJobStore(client, settings.result_ttl_s)
+        store = AsyncJobStore(client, settings.result_ttl_s, broker=async_broker_client(settings))
         return cls(
             settings=settings,
             redis=client,
             store=store,
             pool=AsyncBackendPool(client),
             submitter=Submitter(StageMessages(celery), store),
-            waiter=JobWaiter(client, store),
+            waiter=JobWaiter(async_pubsub_client(settings), store),
             backend_urls=URLPolicy.parse(settings.backend_allow),
             callback_urls=URLPolicy.parse(settings.callback_allow),
         )

@@ -26,7 +26,10 @@ class JobWaiter:
         self._events: dict[str, list[asyncio.Event]] = defaultdict(list)
         self._task: asyncio.Task[None] | None = None
         self.any_done = asyncio.Event()
-        """Set whenever some job ends (the callback sender waits on it instead of polling)."""
+        """Set whenever a job with a callback_url ends (the callback sender waits on it instead of
+        polling; jobs without one do not wake it)."""
+        self.callbacks_due: set[str] = set()
+        """The ids of those jobs, until the callback sender takes them."""
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._listen())
@@ -41,11 +44,13 @@ class JobWaiter:
         while True:
             pubsub = self.r.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(keys.DONE_CHANNEL)
+                await pubsub.subscribe(keys.DONE_CHANNEL, keys.CALLBACKS_DUE_CHANNEL)
                 async for message in pubsub.listen():
-                    data = message.get("data")
-                    job_id = as_text(data)
-                    self.any_done.set()
+                    if as_text(message.get("channel")) == keys.CALLBACKS_DUE_CHANNEL:
+                        self.callbacks_due.add(as_text(message.get("data")))
+                        self.any_done.set()
+                        continue
+                    job_id = as_text(message.get("data"))
                     for event in self._events.get(job_id, []):
                         event.set()
             except asyncio.CancelledError:

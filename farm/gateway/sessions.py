@@ -67,7 +67,7 @@ class SessionStore:
     """Keys: `{prefix}:{sid}` (hash), `{prefix}:{sid}:completions` (list), `{prefix}:{sid}:rewards` (hash)."""
 
     def __init__(
-        self, redis: aioredis.Redis, ttl_s: int = 7 * 24 * 3600, prefix: str = "farm:gateway:session"
+        self, redis: aioredis.Redis, ttl_s: int = 7 * 24 * 3600, prefix: str = keys.GATEWAY_SESSIONS
     ):
         self.redis = redis
         self.ttl_s = ttl_s

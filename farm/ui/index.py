@@ -136,11 +136,20 @@ def parse_row(job_id: str, fields: list[Any]) -> JobRow | None:
 
 
 async def rows_for(client: aioredis.Redis, job_ids: list[str]) -> list[JobRow]:
+    """One script call per hash-tag bucket of the jobs (one on a plain Redis: a cluster runs a script
+    only over keys of one slot)."""
     if not job_ids:
         return []
     script = client.register_script(ROWS)
-    raw = await script(keys=[keys.job(j) for j in job_ids])
-    rows = (parse_row(j, f) for j, f in zip(job_ids, raw, strict=True))
+    layout = keys.layout()
+    buckets: dict[str, list[str]] = {}
+    for job_id in job_ids:
+        buckets.setdefault(layout.tag(job_id), []).append(job_id)
+    fields: dict[str, Any] = {}
+    for ids in buckets.values():
+        raw = await script(keys=[layout.job(j) for j in ids])
+        fields.update(zip(ids, raw, strict=True))
+    rows = (parse_row(j, fields[j]) for j in job_ids)
     return [r for r in rows if r is not None]
 
 

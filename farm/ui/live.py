@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from farm import keys
 from farm.api.management import status
 from farm.api.state import FarmState
 from farm.models.results import STAGES
-from farm.text import as_text as _s
 from farm.ui.index import recent_rows
 
 FAILED_STATES = ("failed", "timeout")
@@ -18,7 +16,7 @@ RECENT_FAILURE_WINDOW = 500
 
 async def live_snapshot(farm: FarmState) -> dict[str, Any]:
     snapshot = await status(farm)
-    stats = {_s(k): float(v) for k, v in (await farm.redis.hgetall(keys.STATS)).items()}
+    stats = await farm.store.stats()
     counts = snapshot["jobs"]
     snapshot["stages"] = [
         {

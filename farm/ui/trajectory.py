@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from farm import keys
+from farm.keys import JobField
 from farm.models.results import JobResult, Trace
 from farm.text import as_text
 
@@ -62,7 +63,8 @@ class TraceTokens(BaseModel):
 
 async def pending_view(client: aioredis.Redis, job_id: str) -> JobView | None:
     """A job without a result yet (queued or in a stage): its state and stage times so far."""
-    fields = await client.hmget(keys.job(job_id), ["spec", "state", "t_queued", "t_init", "t_run", "t_eval"])
+    times_of = [JobField.T_QUEUED, *(JobField.stage_time(s) for s in STAGES[1:])]
+    fields = await client.hmget(keys.job(job_id), [JobField.SPEC, JobField.STATE, *times_of])
     if fields[0] is None:
         return None
     handler = json.loads(fields[0]).get("handler", "?")
@@ -83,7 +85,7 @@ async def pending_view(client: aioredis.Redis, job_id: str) -> JobView | None:
 
 
 async def load_result(client: aioredis.Redis, job_id: str) -> JobResult | None:
-    raw = await client.hget(keys.job(job_id), "result")
+    raw = await client.hget(keys.job(job_id), JobField.RESULT)
     return JobResult.model_validate_json(raw) if raw else None
 
 

@@ -37,7 +37,7 @@ def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Calla
     farm = start_api()
     r = redis.Redis.from_url(farm.redis_url)
     task = {"task_id": "t-crash-1024", "instruction": "x", "num_samples": 1024, "agent": {"handler": "noop"}}
-    before = r.scard(keys.ACTIVE_JOBS)
+    before = r.scard(keys.active(keys.layout().tag("")))
 
     def submit() -> None:
         with contextlib.suppress(httpx.TransportError):  # the API dies under us, which is the point
@@ -46,7 +46,8 @@ def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Calla
     sender = threading.Thread(target=submit)
     sender.start()
     # polled tightly: the kill must land while the 1024 sessions are still being created
-    wait_until(lambda: r.scard(keys.ACTIVE_JOBS) - before >= 40, 20, interval_s=0.002, what="the submission")
+    active = keys.active(keys.layout().tag(""))
+    wait_until(lambda: r.scard(active) - before >= 40, 20, interval_s=0.002, what="the submission")
     farm.kill("api", signal.SIGKILL)
     sender.join(30)
     created = _sessions_of(r, "t-crash-1024")
@@ -66,7 +67,7 @@ def test_an_api_killed_mid_submission_leaves_a_completable_task(start_api: Calla
         assert len({s["session_id"] for s in status["sessions"]}) == 1024
         # and once complete, re-submitting creates nothing more
         assert http.post("/rollout/task/submit", json=task).json() == again.json()
-    assert r.scard(keys.ACTIVE_JOBS) - before == 1024
+    assert r.scard(keys.active(keys.layout().tag(""))) - before == 1024
     r.close()
 
 

@@ -1,39 +1,81 @@
-"""A ratchet on issue 18's "every key named once, every Lua script given its keys through KEYS[]": the key
-names still spelled outside farm/keys.py are listed here, and a new one fails this test. Shrink the
-lists as keys move into farm/keys.py and scripts receive them (a cluster needs every key in KEYS[])."""
+"""Issue 18's "every key named once, every Lua script given its keys through KEYS[]", checked on the
+source: no `farm:` key name is spelled outside farm/keys.py, no Lua script anywhere in the farm builds
+a key (each command's key argument is one of KEYS[] or a local function's `*_key` parameter fed from
+KEYS[]), and the job scripts use only the job-hash fields farm/keys.py's JobField names."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
+from farm.jobs import scripts
+from farm.keys import JobField
+from farm.models.results import STAGES, JobState
+
 ROOT = Path(__file__).resolve().parents[2]
-
-LUA_BUILT_KEYS = {
-    # farm/jobs/scripts.py: keys a script derives from a hash field or a set member, not from KEYS[]
-    ("farm/jobs/scripts.py", "'farm:ready:' .."): 3,  # drop_ready, BEGIN_STAGE (run), FINALIZE
-    ("farm/jobs/scripts.py", "'farm:job:' .."): 2,  # REAP, TAKE_READY_SLOT
-}
-PYTHON_KEY_LITERALS = {
-    ("farm/gateway/sessions.py", '"farm:gateway:session"'): 1,
-    ("farm/demo.py", '"farm:demo:claim"'): 1,
-}
-LITERAL = re.compile(r"""(f?["'])farm:[a-z_]+(:[a-z_]+)*:?(["']\s*\.\.|["']|\{)""")
+PACKAGES = ("farm", "tasks", "handlers", "containers")
+KEY_LITERAL = re.compile(r"""^farm:[a-z_]+""")
+CALL = re.compile(r"""redis\.call\(\s*'([A-Za-z]+)'\s*,\s*([^,)]+)""")
+NOT_A_KEY = {"PUBLISH"}
+"""Commands whose first argument is no key (a channel)."""
+KEY_ARGUMENT = re.compile(r"KEYS\[\d+\]|[a-z_]*key")
+VERDICTS = {"missing", "terminal", "done", "leased", "revoked", "expired", "go"}
+STATS = {"stage_seconds_sum:", "stage_count:", "jobs_total:", "retries_total:infra"}
+"""Counters of a bucket's stats hash (farm/keys.py)."""
 
 
-def found() -> dict[tuple[str, str], int]:
-    counts: dict[tuple[str, str], int] = {}
-    for package in ("farm", "tasks", "handlers", "containers"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            if rel == "farm/keys.py":
-                continue
-            for match in LITERAL.finditer(path.read_text()):
-                text = match.group(0)
-                text = text[:-1] if text.endswith("{") else text
-                counts[(rel, text)] = counts.get((rel, text), 0) + 1
-    return counts
+def strings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 
 
-def test_no_new_key_names_outside_farm_keys() -> None:
-    assert found() == {**LUA_BUILT_KEYS, **PYTHON_KEY_LITERALS}
+def sources() -> list[tuple[str, list[str]]]:
+    return [
+        (path.relative_to(ROOT).as_posix(), strings(path))
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+    ]
+
+
+def test_no_key_name_is_spelled_outside_farm_keys() -> None:
+    found = [
+        (rel, text)
+        for rel, texts in sources()
+        if rel != "farm/keys.py"
+        for text in texts
+        if KEY_LITERAL.match(text) or "'farm:" in text or '"farm:' in text
+    ]
+    assert found == []
+
+
+def test_no_lua_script_builds_a_key() -> None:
+    lua = [(rel, text) for rel, texts in sources() for text in texts if "redis.call(" in text]
+    assert len(lua) >= 10  # the job scripts, the pool's, the callbacks', the gateway's, ...
+    built = [
+        (rel, command, argument.strip())
+        for rel, text in lua
+        for command, argument in CALL.findall(text)
+        if command.upper() not in NOT_A_KEY and not KEY_ARGUMENT.fullmatch(argument.strip())
+    ]
+    assert built == []
+
+
+def test_job_scripts_use_only_the_named_fields() -> None:
+    per_stage = {f(stage) for stage in STAGES for f in (JobField.stage_done, JobField.stage_time)}
+    allowed = (
+        JobField.names()
+        | per_stage
+        | {s.value for s in JobState}
+        | VERDICTS
+        | STATS
+        | {"", "0", "1", scripts.TRANSITION}
+    )
+    used = set()
+    for name in dir(scripts):
+        text = getattr(scripts, name)
+        if isinstance(text, str) and "redis.call(" in text:
+            code = re.sub(r"--.*", "", text)  # comments
+            used |= {q for q in re.findall(r"'([^'\n]*)'", code) if not q.isupper()}  # not commands
+    assert used, "no job script found"
+    assert used - allowed == set()

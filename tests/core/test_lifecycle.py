@@ -135,7 +135,7 @@ def test_a_job_hands_off_through_every_stage_and_keeps_its_data_once(farm: Any) 
     assert done.state is JobState.done and done.reward == 0.75, done.error
     assert [event for _, event in calls] == ["init", "run", "teardown ['sandbox']", "eval"]
     stored = redis.Redis.from_url(get_settings().redis_url, decode_responses=True).hgetall(keys.job("ok"))
-    assert "init_state" not in stored and "run_output" not in stored  # the result holds them
+    assert not stored["init_state"] and not stored["run_output"]  # emptied: the result holds them
     assert stored["done:init"] == stored["done:run"] == "1"
 
 
@@ -223,7 +223,7 @@ def test_a_cancelled_job_ends_at_the_next_stage_door(farm: Any) -> None:
 
     submit("revoked")
     farm.execute_stage("revoked", "init", "w1")
-    job_store().r.zadd(keys.REVOKED, {"revoked": 1.0})
+    job_store().revoke("revoked")
     farm.execute_stage("revoked", "run", "w1")
     ended = result("revoked")
     assert ended.state is JobState.cancelled and ended.error is not None and ended.error.stage == "run"
