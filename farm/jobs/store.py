@@ -80,6 +80,13 @@ def _finalize_args(result: JobResult, ttl_s: int, only_from: str, token: int | N
     ]
 
 
+def _layout_for(client: object) -> Layout:
+    """A cluster client spreads jobs over the cluster's buckets whatever this process's settings say."""
+    if isinstance(client, redis.RedisCluster | aioredis.RedisCluster):
+        return Layout(keys.CLUSTER_BUCKETS)
+    return keys.layout()
+
+
 def _record(flat: list[Any]) -> JobRecord | None:
     return JobRecord.parse(dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
 
@@ -144,7 +151,7 @@ class JobStore:
     ) -> None:
         self.r = client
         self.ttl_s = ttl_s
-        self.layout = layout or keys.layout()
+        self.layout = layout or _layout_for(client)
         self.broker = broker
         """None: the broker is this Redis, and scripts push stage messages themselves."""
         self._create = client.register_script(scripts.CREATE)
@@ -369,7 +376,7 @@ class AsyncJobStore:
     ) -> None:
         self.r = client
         self.ttl_s = ttl_s
-        self.layout = layout or keys.layout()
+        self.layout = layout or _layout_for(client)
         self.broker = broker
         self._create = client.register_script(scripts.CREATE)
         self._finalize = client.register_script(scripts.FINALIZE)

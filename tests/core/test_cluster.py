@@ -55,7 +55,9 @@ def messages(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[StageM
 @pytest.fixture
 def store(cluster: redis.RedisCluster, redis_client: redis.Redis) -> JobStore:
     cluster.flushall()
-    return JobStore(cluster, ttl_s=3600, layout=Layout(CLUSTER_BUCKETS), broker=redis_client)  # type: ignore[arg-type]
+    made = JobStore(cluster, ttl_s=3600, broker=redis_client)  # type: ignore[arg-type]
+    assert made.layout == Layout(CLUSTER_BUCKETS)  # from the client, whatever the settings say
+    return made
 
 
 def create(store: JobStore, messages: StageMessages, job_id: str) -> None:
