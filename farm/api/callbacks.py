@@ -43,12 +43,32 @@ local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {due, first[2] or ''}
 """
 
+# The job hash may be gone by the time a delivery ends (its TTL ran out, an operator deleted it): every
+# write checks that it exists, so no partial, TTL-less hash is ever made of callback fields alone.
+# KEYS: job, callbacks   ARGV: job_id, attempts field   Returns the attempt number, 0 for a vanished job.
+_COUNT_ATTEMPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[1]) return 0 end
+return redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+"""
+# KEYS: job, callbacks   ARGV: job_id, retry at ('' = done with it), field, value, field, value...
+_RECORD_OUTCOME = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
+if ARGV[2] == '' or redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+else
+  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+end
+return 1
+"""
+
 
 class CallbackSender:
     def __init__(self, client: aioredis.Redis, store: AsyncJobStore) -> None:
         self.r = client
         self.store = store
         self._claim = client.register_script(_CLAIM)
+        self._count_attempt = client.register_script(_COUNT_ATTEMPT)
+        self._record_outcome = client.register_script(_RECORD_OUTCOME)
         self._next_due: dict[str, float] = {}
         """bucket -> when its next delivery is due as last claimed (inf: none; absent: not read yet)."""
         self._turn = 0
@@ -108,7 +128,11 @@ class CallbackSender:
         if record is None or not url or record.result is None:
             await self.r.zrem(k.callbacks, job_id)
             return
-        attempt = int(await self.r.hincrby(k.job, JobField.CALLBACK_ATTEMPTS, 1))
+        attempt = int(
+            await self._count_attempt(keys=[k.job, k.callbacks], args=[job_id, JobField.CALLBACK_ATTEMPTS])
+        )
+        if not attempt:
+            return
         try:
             response = await http.post(
                 url, content=record.result.model_dump_json(), headers={"content-type": "application/json"}
@@ -118,18 +142,23 @@ class CallbackSender:
         except httpx.HTTPError as exc:
             ok, reason = False, f"{type(exc).__name__}: {exc}"
         if ok:
-            await self.r.zrem(k.callbacks, job_id)
-            await self.r.hset(k.job, JobField.CALLBACK_STATE, "delivered")
+            await self._outcome(job_id, None, (JobField.CALLBACK_STATE, "delivered"))
             return
         if attempt >= MAX_ATTEMPTS:
             log.warning("giving up on the callback of %s after %d attempts (%s)", job_id, attempt, reason)
-            await self.r.zrem(k.callbacks, job_id)
-            await self.r.hset(
-                k.job, mapping={JobField.CALLBACK_STATE: "failed", JobField.CALLBACK_ERROR: reason}
+            await self._outcome(
+                job_id, None, (JobField.CALLBACK_STATE, "failed"), (JobField.CALLBACK_ERROR, reason)
             )
             return
-        delay = BACKOFF_S[min(attempt - 1, len(BACKOFF_S) - 1)]
-        await self.r.zadd(k.callbacks, {job_id: time.time() + delay})
-        await self.r.hset(
-            k.job, mapping={JobField.CALLBACK_STATE: "retrying", JobField.CALLBACK_ERROR: reason}
+        retry_at = time.time() + BACKOFF_S[min(attempt - 1, len(BACKOFF_S) - 1)]
+        await self._outcome(
+            job_id, retry_at, (JobField.CALLBACK_STATE, "retrying"), (JobField.CALLBACK_ERROR, reason)
+        )
+
+    async def _outcome(self, job_id: str, retry_at: float | None, *fields: tuple[str, str]) -> None:
+        """Records a delivery's outcome on the job (if it still exists) and reschedules or unschedules it."""
+        k = self.store.keys(job_id)
+        flat = [item for pair in fields for item in pair]
+        await self._record_outcome(
+            keys=[k.job, k.callbacks], args=[job_id, "" if retry_at is None else retry_at, *flat]
         )
