@@ -42,11 +42,9 @@ class NoCompletion(LookupError):
     """A reward names a completion the session does not have (or the session has none yet)."""
 
 
-# KEYS: session hash, completions list, farm stats hash   ARGV: record json, ttl, provider.
-# The record's index, or -1 (no session). Counts the call per provider for /metrics.
+# KEYS: session hash, completions list   ARGV: record json, ttl.  The record's index, or -1 (no session).
 _APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-redis.call('HINCRBY', KEYS[3], 'gateway_calls:' .. ARGV[3], 1)
 local length = redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
@@ -64,7 +62,11 @@ return length - 1
 
 
 class SessionStore:
-    """Keys: `{prefix}:{sid}` (hash), `{prefix}:{sid}:completions` (list), `{prefix}:{sid}:rewards` (hash)."""
+    """Keys: `{prefix}:{{sid}}` (hash), `...:completions` (list), `...:rewards` (hash), `...:failed` (list).
+
+    A session's keys share the hash tag of its id, so its scripts and transactions run on a Redis
+    Cluster; the farm-wide call counter is written apart from them.
+    """
 
     def __init__(
         self, redis: aioredis.Redis, ttl_s: int = 7 * 24 * 3600, prefix: str = keys.GATEWAY_SESSIONS
@@ -78,11 +80,11 @@ class SessionStore:
         self._append_failure = redis.register_script(_APPEND_FAILURE)
 
     def _keys(self, sid: str) -> tuple[str, str, str]:
-        base = f"{self.prefix}:{sid}"
+        base = f"{self.prefix}:{{{sid}}}"
         return base, f"{base}:completions", f"{base}:rewards"
 
     def _failed(self, sid: str) -> str:
-        return f"{self.prefix}:{sid}:failed"
+        return f"{self.prefix}:{{{sid}}}:failed"
 
     async def create(
         self,
@@ -138,10 +140,11 @@ class SessionStore:
     async def append_completion(self, record: CompletionRecord) -> int:
         """Append to the log; a call in flight when the session ended is still kept. Returns its index."""
         key, completions, _ = self._keys(record.session_id)
-        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s, record.provider]
-        index = int(await self._append(keys=[key, completions, keys.STATS], args=args))
+        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s]
+        index = int(await self._append(keys=[key, completions], args=args))
         if index < 0:
             raise SessionNotFound(record.session_id)
+        await self.redis.hincrby(keys.STATS, f"gateway_calls:{record.provider}", 1)  # for /metrics
         return index
 
     async def append_failure(self, record: CompletionRecord) -> bool:

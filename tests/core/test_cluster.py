@@ -7,6 +7,7 @@ records their stage, and the stall sweep re-sends one lost in between."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -17,13 +18,16 @@ import redis
 import tasks.reaper
 import tasks.resume
 from farm import keys
+from farm.builders.records import CallFailure, CompletionRecord
 from farm.celery_app import create_app
+from farm.gateway.sessions import SessionStore
 from farm.jobs.dispatch import stage_task_id
 from farm.jobs.messages import StageMessages
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import JobStore, terminal_result
 from farm.keys import CLUSTER_BUCKETS, Layout
 from farm.models.results import JobState
+from farm.redis_clients import async_redis_client
 from farm.settings import get_settings
 from tests.core.redis_cluster import LocalCluster, missing_binaries
 
@@ -162,3 +166,34 @@ def test_a_cluster_url_makes_cluster_clients_and_needs_a_broker_apart(cluster: r
     with pytest.raises(ValueError, match="FARM_BROKER_URL"):
         broker_url(Settings(redis_url=url))
     assert broker_url(Settings(redis_url=url, broker_url="redis://b:6379/0")) == "redis://b:6379/0"
+
+
+def test_gateway_sessions_run_on_the_cluster(cluster: redis.RedisCluster) -> None:
+    """A session's keys share its id's hash tag: create, record, fail, reward, end and read back on the
+    cluster (the farm-wide call counter is written apart, in its own slot)."""
+    port = cluster.get_default_node().port
+
+    async def flow() -> None:
+        client = async_redis_client(f"redis+cluster://127.0.0.1:{port}")
+        try:
+            sessions = SessionStore(client)
+            info = await sessions.create(task_id="t1")
+            record = CompletionRecord(
+                completion_id="c1", session_id=info.session_id, prompt_ids=[1, 2], response_ids=[3]
+            )
+            assert await sessions.append_completion(record) == 0
+            assert await sessions.append_failure(
+                record.model_copy(
+                    update={"error": CallFailure(error_class="upstream", status=502, message="x")}
+                )
+            )
+            await sessions.set_reward(info.session_id, 1.0)
+            assert await sessions.end(info.session_id) == 1
+            assert [c.response_ids for c in await sessions.completions(info.session_id)] == [[3]]
+            assert len(await sessions.failures(info.session_id)) == 1
+            assert await client.hget(keys.STATS, "gateway_calls:openai_chat") == b"1"
+        finally:
+            await client.aclose()
+
+    cluster.flushall()
+    asyncio.run(flow())
