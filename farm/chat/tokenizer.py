@@ -10,7 +10,7 @@ import importlib.resources
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
@@ -171,7 +171,7 @@ class HFChatTokenizer(ChatTokenizer):
         self.hf = hf
         self.name = name
         self.eot_token = hf.eos_token
-        self.eos_token_id = hf.convert_tokens_to_ids(self.eot_token)
+        self.eos_token_id = int(hf.convert_tokens_to_ids(self.eot_token))  # type: ignore[arg-type]
         self.vocab_size = len(hf)
         self._lock = threading.Lock()
         self.family = detect_family(self._is_single_token)
@@ -186,7 +186,9 @@ class HFChatTokenizer(ChatTokenizer):
 
     def decode(self, ids: Sequence[int]) -> str:
         with self._lock:
-            return self.hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            return str(
+                self.hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            )
 
     def is_special(self, token_id: int) -> bool:
         return token_id in self.hf.all_special_ids
@@ -284,7 +286,9 @@ def _load_hf(path: str) -> PreTrainedTokenizerBase:
     # AutoTokenizer resolves the model config and so imports torch when it is installed (seconds of
     # start-up); a directory with tokenizer.json loads straight into the fast tokenizer instead.
     if (Path(path) / "tokenizer.json").is_file():
-        return PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+        return cast(
+            PreTrainedTokenizerBase, PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+        )
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return cast(PreTrainedTokenizerBase, AutoTokenizer.from_pretrained(path, local_files_only=True))

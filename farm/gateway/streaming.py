@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -116,9 +116,13 @@ class StreamAssembler:
             "finish_reason": self.finish_reason,
             "stop_reason": self.stop_reason,
         }
-        data = {"model": self.model, "prompt_token_ids": self.prompt_ids, "choices": [choice]}
-        data["sglext"] = self.sglext
-        data["usage"] = self.usage
+        data: dict[str, Any] = {
+            "model": self.model,
+            "prompt_token_ids": self.prompt_ids,
+            "choices": [choice],
+            "sglext": self.sglext,
+            "usage": self.usage,
+        }
         return parse_chat_reply(data, completion_id)
 
 
@@ -191,7 +195,7 @@ class UpstreamStream:
                 error = chunk["error"]
                 message = error.get("message") if isinstance(error, dict) else str(error)
                 raise BackendTrouble(f"backend {self.address} failed mid-stream: {message}")
-            return chunk
+            return cast(dict[str, Any], chunk)
         self.done = True
         return None
 

@@ -241,7 +241,7 @@ def build(out: Path, vocab_size: int, seed: int = 0) -> PreTrainedTokenizerFast:
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
 
-    wrapped = PreTrainedTokenizerFast(
+    wrapped = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tokenizer,
         eos_token=IM_END,
         pad_token=ENDOFTEXT,
