@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -26,8 +26,8 @@ from farm.ui import routes as ui
 from farm.web.security import BodySizeLimit
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
+def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """The API's background work: the result waiter, the backend prober, the callback sender, the gateway."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -54,11 +54,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await state.waiter.stop()
             await state.redis.aclose()
 
+    return lifespan
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
     app = FastAPI(
         title="rollout-farm",
         version=__version__,
         description="Rollout-as-a-service for RL of multi-turn LLM agents (see SPEC.md).",
-        lifespan=lifespan,
+        lifespan=_lifespan(settings),
         docs_url=None,  # served by farm.api.docs, behind the bearer token when one is set
         redoc_url=None,
         openapi_url=None,
