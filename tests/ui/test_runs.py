@@ -15,6 +15,7 @@ from farm.launcher import LocalFarm
 from farm.models.results import JobResult, JobState, Timings
 from farm.ui.runs import HEIGHT, WIDTH, chart, resolve
 from tests.ui.conftest import RUNS_DIR, screenshot
+from tests.waiting import wait_until
 
 
 def write_run(path: Path, n: int, reward: float) -> None:
@@ -63,8 +64,10 @@ def test_two_runs_side_by_side(farm: LocalFarm, api: httpx.Client, browser) -> N
     assert names == ["baseline.jsonl", "tuned.jsonl"]
     for box in browser.find_elements(By.CSS_SELECTOR, "#run-files input[type=checkbox]"):
         box.click()
-    browser.find_element(By.ID, "compare").click()
-    sections = browser.find_elements(By.CSS_SELECTOR, "section.run")
+    browser.find_element(By.ID, "compare").click()  # a form GET: the sections come with the next page
+    sections = wait_until(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "section.run"), 10, what="the two runs' sections"
+    )
     assert [s.get_attribute("data-run") for s in sections] == ["baseline.jsonl", "tuned.jsonl"] or [
         s.get_attribute("data-run") for s in sections
     ] == ["tuned.jsonl", "baseline.jsonl"]
