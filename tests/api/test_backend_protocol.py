@@ -235,6 +235,21 @@ def test_a_silent_backend_is_a_timeout_for_the_agent_loop(
     assert all(b.healthy for b in pool.list())
 
 
+def test_both_token_clients_call_a_silent_backend_a_timeout(backend: MisbehavingBackend) -> None:
+    """Without a budget too: the per-read limit of the client's HTTP pool ends the call, as a timeout."""
+    backend.behaviour.mode = "hang"
+    limits = httpx.Timeout(SILENT_READ_S, connect=5.0)
+    with httpx.Client(timeout=limits) as http, pytest.raises(CallDeadlineExceeded, match="stopped answering"):
+        BackendClient(backend.url, http=http).generate([1], {})
+
+    async def run_async() -> None:
+        async with httpx.AsyncClient(timeout=limits) as http:
+            with pytest.raises(CallDeadlineExceeded, match="stopped answering"):
+                await AsyncBackendClient(backend.url, http=http).generate([1], {})
+
+    asyncio.run(run_async())
+
+
 def test_a_spent_budget_ends_the_agent_loop_as_a_job_timeout(
     backend: MisbehavingBackend, healthy: MisbehavingBackend, redis_url: str
 ) -> None:
