@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 
 from farm.errors import NoBackendAvailable
-from farm.inference import BackendClient, BackendUnavailable, Generation
-from farm.inference.policy import Attempts, NoBackendWait, Step, Verdict
+from farm.inference import BackendClient, Generation, InferenceError
+from farm.inference.policy import Attempts, NoBackendWait, Step, Verdict, error_verdict
 from farm.pool import BackendPool
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,8 @@ class PolicyClient:
 
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation:
         """Failover, attempt limits and what counts as the backend's trouble: farm/inference/policy.py,
-        shared with the gateway. BackendUnavailable is the failover verdict."""
+        shared with the gateway. Only a failover verdict moves on; a timeout whose cause is the job's
+        spent budget ends the job as a timeout (the check raises JobDeadlineExceeded)."""
         attempts = Attempts(max_attempts=self.max_failovers + 1)
         waiting = NoBackendWait()
         while True:
@@ -76,12 +77,8 @@ class PolicyClient:
                 generation = client.generate(
                     prompt_ids, sampling, budget_s=self.remaining(), check=self.check
                 )
-            except BackendUnavailable as exc:
-                log.warning("backend %s failed for %s: %s", backend.address, self.key, exc)
-                step = attempts.after(Verdict.failover, backend.address, str(exc))
-                self.pool.mark_unhealthy(backend.address)
-                if step is Step.give_up:
-                    raise
+            except InferenceError as exc:
+                self._failed(attempts, backend.address, exc)
                 continue
             finally:
                 self.pool.call_finished(backend.address)
@@ -89,3 +86,16 @@ class PolicyClient:
             if not self.backends_used or self.backends_used[-1] != backend.address:
                 self.backends_used.append(backend.address)
             return generation
+
+    def _failed(self, attempts: Attempts, address: str, exc: InferenceError) -> None:
+        """Returns when the call moves to the next backend; raises otherwise."""
+        verdict = error_verdict(exc)
+        step = attempts.after(verdict, address, str(exc))
+        if step is Step.fail:
+            if verdict is Verdict.timeout:
+                self.check()
+            raise exc
+        log.warning("backend %s failed for %s: %s", address, self.key, exc)
+        self.pool.mark_unhealthy(address)
+        if step is Step.give_up:
+            raise exc

@@ -27,12 +27,7 @@ from farm.gateway.upstream import (
     models_url,
     parse_chat_reply,
 )
-from farm.gateway.upstream_http import (
-    UpstreamClient,
-    UpstreamConnectError,
-    UpstreamProtocolError,
-    UpstreamTimeout,
-)
+from farm.gateway.upstream_http import UpstreamClient
 from farm.inference.policy import (
     Attempts,
     Step,
@@ -40,21 +35,14 @@ from farm.inference.policy import (
     Verdict,
     finish_verdict,
     status_verdict,
+    transport_failure,
     transport_verdict,
 )
 from farm.models import BackendInfo
 
-# Transport failures after which another backend is tried (the request never produced a completion).
-_RETRYABLE = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-    UpstreamConnectError,
-    UpstreamProtocolError,
-)
-_TIMEOUTS = (httpx.TimeoutException, UpstreamTimeout)
+# Every way an exchange can fail below HTTP, whichever client made it: httpx, or the aiohttp client of
+# farm/gateway/upstream_http.py (its errors are ConnectionError / TimeoutError). The policy judges them.
+_TRANSPORT_FAILURES = (httpx.HTTPError, ConnectionError, TimeoutError)
 
 
 @dataclass
@@ -182,10 +170,10 @@ class Forwarder:
                 response = await early
                 if not stream or response.status_code >= 400:
                     in_flight = False
-            except (*_RETRYABLE, *_TIMEOUTS) as exc:
+            except _TRANSPORT_FAILURES as exc:
                 in_flight = False
-                # A connect timeout is retryable (nothing was sent): _RETRYABLE is checked first.
-                failure = Transport.broken if isinstance(exc, _RETRYABLE) else Transport.deadline
+                # A read timeout (the backend silent for upstream_timeout_s) ends the call, unmarked.
+                failure = transport_failure(exc) or Transport.broken
                 if transport_verdict(failure) is Verdict.timeout:
                     raise GatewayError(ErrorKind.timeout, f"backend {address} timed out: {exc}") from exc
                 await self._failed(attempts, address, f"{type(exc).__name__}: {exc}")

@@ -1,11 +1,14 @@
 """Token-in/token-out clients for one inference backend: `BackendClient` (sync, for Celery workers) and
-`AsyncBackendClient` (for the gateway). Both map transport failures onto farm.inference.errors.
+`AsyncBackendClient` (async). A call is described once (`GenerateCall`: its URL, body, limits, how its
+answer is read and what each failure means by farm/inference/policy.py); the two clients only execute it.
 
 A call may carry the job's remaining budget (`budget_s`): it then ends by that time however slowly the
-backend answers (a backend dripping a byte a second never trips a per-read timeout). The sync client
-also takes `check`, the job's cheap interruption check: the call waits in the caller's thread, polling
-it, while the request runs on a helper thread, so a cancel interrupts a call in flight within
-`POLL_S` instead of when the backend finally answers. Redirects are never followed (httpx's default).
+backend answers (a backend dripping a byte a second never trips a per-read timeout). Without data for
+the HTTP client's read timeout (600 s by default) a call ends too: a backend that stopped answering is a
+timeout by the shared policy, never a failover. The sync client also takes `check`, the job's cheap
+interruption check: the call waits in the caller's thread, polling it, while the request runs on a
+helper thread, so a cancel interrupts a call in flight within `POLL_S` instead of when the backend
+finally answers. Redirects are never followed (httpx's default).
 """
 
 from __future__ import annotations
@@ -13,14 +16,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import httpx
 
 from farm.inference import wire
-from farm.inference.errors import BackendUnavailable, BadBackendResponse, CallDeadlineExceeded
+from farm.inference.errors import BackendUnavailable, BadBackendResponse, CallDeadlineExceeded, InferenceError
 from farm.inference.generation import Generation
+from farm.inference.policy import Transport, Verdict, transport_failure, transport_verdict
 from farm.inference.wire import BackendKind
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
@@ -28,46 +33,85 @@ POLL_S = 0.1
 """How often a bounded sync call looks at the job's interruption check."""
 
 
-class _Base:
-    def __init__(self, address: str, kind: BackendKind = "vllm", model: str | None = None) -> None:
-        if kind not in ("vllm", "sglang"):
-            raise ValueError(f"unknown backend kind {kind!r}")
-        self.address = address.rstrip("/")
-        self.kind: BackendKind = kind
-        self.model = model
+@dataclass
+class GenerateCall:
+    """One generation request: where it goes, what it sends, its limits, how its outcome reads."""
 
-    def _request(self, prompt_ids: list[int], sampling: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        return wire.request(self.kind, self.address, prompt_ids, sampling, self.model)
+    address: str
+    kind: BackendKind
+    url: str
+    body: dict[str, Any]
+    prompt_len: int
+    budget_s: float | None
+    """The whole call ends by then (CallDeadlineExceeded); None: only the per-read limit bounds it."""
+    read_s: float | None
+    connect_s: float | None
+    started: float = field(default_factory=time.monotonic)
 
-    def _answer(self, response: httpx.Response, prompt_len: int, started: float) -> Generation:
+    def left_s(self) -> float | None:
+        if self.budget_s is None:
+            return None
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def timeout(self) -> httpx.Timeout:
+        """The HTTP client's own limits, cut to what is left of the budget."""
+        read, connect, left = self.read_s, self.connect_s, self.left_s()
+        if left is not None:
+            left = max(left, 0.001)
+            read = left if read is None else min(read, left)
+            connect = left if connect is None else min(connect, left)
+        return httpx.Timeout(read, connect=connect)
+
+    def answer(self, response: httpx.Response) -> Generation:
         if response.status_code != 200:
             raise wire.error_for_status(response.status_code, response.text, self.address)
         try:
             payload = response.json()
         except ValueError as exc:
             raise BadBackendResponse(f"{self.address} answered non-JSON", backend=self.address) from exc
-        return wire.parse(self.kind, payload, self.address, prompt_len, time.perf_counter() - started)
+        latency_s = time.monotonic() - self.started
+        return wire.parse(self.kind, payload, self.address, self.prompt_len, latency_s)
 
-    def _unavailable(self, exc: httpx.HTTPError) -> BackendUnavailable:
+    def failed(self, exc: BaseException) -> InferenceError:
+        """A transport failure, judged by the shared policy: failover, or the call's time ran out."""
+        left = self.left_s()
+        if left is not None and left <= 0:
+            return self.late()
+        failure = transport_failure(exc) or Transport.broken
+        if transport_verdict(failure) is Verdict.timeout:
+            problem = f"{type(exc).__name__}: {exc}"
+            return CallDeadlineExceeded(f"{self.address} stopped answering ({problem})", backend=self.address)
         return BackendUnavailable(f"{self.address}: {type(exc).__name__}: {exc}", backend=self.address)
 
-    def _late(self, budget_s: float) -> CallDeadlineExceeded:
+    def late(self) -> CallDeadlineExceeded:
         return CallDeadlineExceeded(
-            f"{self.address} did not answer within {budget_s:.3g} s", backend=self.address
+            f"{self.address} did not answer within {self.budget_s or 0.0:.3g} s", backend=self.address
         )
 
 
-def _timeout(budget_s: float) -> httpx.Timeout:
-    budget_s = max(budget_s, 0.001)
-    return httpx.Timeout(min(budget_s, 600.0), connect=min(budget_s, 5.0))
+class _Base:
+    def __init__(self, address: str, kind: BackendKind, model: str | None, limits: httpx.Timeout) -> None:
+        if kind not in ("vllm", "sglang"):
+            raise ValueError(f"unknown backend kind {kind!r}")
+        self.address = address.rstrip("/")
+        self.kind: BackendKind = kind
+        self.model = model
+        self._limits = limits
+
+    def describe(
+        self, prompt_ids: list[int], sampling: Mapping[str, Any], budget_s: float | None
+    ) -> GenerateCall:
+        url, body = wire.request(self.kind, self.address, prompt_ids, sampling, self.model)
+        return GenerateCall(self.address, self.kind, url, body, len(prompt_ids), budget_s,
+                            self._limits.read, self._limits.connect)  # fmt: skip
 
 
 class BackendClient(_Base):
     def __init__(self, address: str, kind: BackendKind = "vllm", http: httpx.Client | None = None,
                  model: str | None = None) -> None:  # fmt: skip
-        super().__init__(address, kind, model)
         self._owns_http = http is None
         self.http = http if http is not None else httpx.Client(timeout=DEFAULT_TIMEOUT)
+        super().__init__(address, kind, model, self.http.timeout)
 
     def generate(
         self,
@@ -79,21 +123,19 @@ class BackendClient(_Base):
     ) -> Generation:
         """`budget_s`: the call ends by then (CallDeadlineExceeded). `check`: raises to abandon the call
         (a cancel, a lost lease); polled every POLL_S while the call is in flight."""
-        url, body = self._request(prompt_ids, sampling)
-        started = time.perf_counter()
+        call = self.describe(prompt_ids, sampling, budget_s)
         if budget_s is None and check is None:
             try:
-                response = self.http.post(url, json=body)
+                response = self.http.post(call.url, json=call.body, timeout=call.timeout())
             except httpx.HTTPError as exc:
-                raise self._unavailable(exc) from exc
-            return self._answer(response, len(prompt_ids), started)
-        budget = 600.0 if budget_s is None else budget_s
-        outcome = _BoundedCall(self.http, url, body, time.monotonic() + budget).wait(check)
-        if isinstance(outcome, httpx.HTTPError):
-            raise self._unavailable(outcome) from outcome
+                raise call.failed(exc) from exc
+            return call.answer(response)
+        outcome = _BoundedCall(self.http, call).wait(check)
         if outcome is None:
-            raise self._late(budget)
-        return self._answer(outcome, len(prompt_ids), started)
+            raise call.late()
+        if isinstance(outcome, httpx.HTTPError):
+            raise call.failed(outcome) from outcome
+        return call.answer(outcome)
 
     def close(self) -> None:
         if self._owns_http:
@@ -111,20 +153,23 @@ class _BoundedCall:
     polling `check`. An abandoned call stops at its next chunk, or at the latest when its read timeout
     (the budget) expires: a daemon thread that owns nothing the job needs."""
 
-    def __init__(self, http: httpx.Client, url: str, body: dict[str, Any], deadline: float) -> None:
-        self.deadline = deadline
+    def __init__(self, http: httpx.Client, call: GenerateCall) -> None:
+        left = call.left_s()
+        self.deadline = None if left is None else time.monotonic() + left
         self.abandoned = threading.Event()
         self.done = threading.Event()
         self.outcome: httpx.Response | httpx.HTTPError | None = None
-        threading.Thread(target=self._run, args=(http, url, body), name="backend-call", daemon=True).start()
+        threading.Thread(target=self._run, args=(http, call), name="backend-call", daemon=True).start()
 
-    def _run(self, http: httpx.Client, url: str, body: dict[str, Any]) -> None:
+    def _late(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def _run(self, http: httpx.Client, call: GenerateCall) -> None:
         try:
-            timeout = _timeout(self.deadline - time.monotonic())
-            with http.stream("POST", url, json=body, timeout=timeout) as response:
+            with http.stream("POST", call.url, json=call.body, timeout=call.timeout()) as response:
                 chunks = []
                 for chunk in response.iter_raw():  # still encoded: the Response below decodes it
-                    if self.abandoned.is_set() or time.monotonic() > self.deadline:
+                    if self.abandoned.is_set() or self._late():
                         return
                     chunks.append(chunk)
             self.outcome = httpx.Response(
@@ -134,50 +179,49 @@ class _BoundedCall:
                 request=response.request,
             )
         except httpx.HTTPError as exc:
-            self.outcome = None if time.monotonic() > self.deadline else exc
+            self.outcome = None if self._late() else exc
         finally:
             self.done.set()
 
     def wait(self, check: Callable[[], None] | None) -> httpx.Response | httpx.HTTPError | None:
         """The response, the transport error, or None when the deadline passed first."""
         try:
-            while not self.done.wait(min(POLL_S, max(self.deadline - time.monotonic(), 0.0))):
+            while not self.done.wait(self._poll_s()):
                 if check is not None:
                     check()
-                if time.monotonic() >= self.deadline:
+                if self._late():
                     return None
         finally:
             self.abandoned.set()
         return self.outcome
 
+    def _poll_s(self) -> float:
+        if self.deadline is None:
+            return POLL_S
+        return min(POLL_S, max(self.deadline - time.monotonic(), 0.0))
+
 
 class AsyncBackendClient(_Base):
     def __init__(self, address: str, kind: BackendKind = "vllm", http: httpx.AsyncClient | None = None,
                  model: str | None = None) -> None:  # fmt: skip
-        super().__init__(address, kind, model)
         self._owns_http = http is None
         self.http = http if http is not None else httpx.AsyncClient(timeout=DEFAULT_TIMEOUT)
+        super().__init__(address, kind, model, self.http.timeout)
 
     async def generate(
         self, prompt_ids: list[int], sampling: Mapping[str, Any], *, budget_s: float | None = None
     ) -> Generation:
         """`budget_s`: the whole call (connect, wait, every byte) ends by then. Task cancellation
         interrupts it at once."""
-        url, body = self._request(prompt_ids, sampling)
-        started = time.perf_counter()
+        call = self.describe(prompt_ids, sampling, budget_s)
         try:
-            if budget_s is None:
-                response = await self.http.post(url, json=body)
-            else:
-                with anyio.fail_after(max(budget_s, 0.0)):
-                    response = await self.http.post(url, json=body, timeout=_timeout(budget_s))
+            with anyio.fail_after(None if budget_s is None else max(budget_s, 0.0)):
+                response = await self.http.post(call.url, json=call.body, timeout=call.timeout())
         except TimeoutError:
-            raise self._late(budget_s or 0.0) from None
+            raise call.late() from None
         except httpx.HTTPError as exc:
-            if budget_s is not None and isinstance(exc, httpx.TimeoutException):
-                raise self._late(budget_s) from exc
-            raise self._unavailable(exc) from exc
-        return self._answer(response, len(prompt_ids), started)
+            raise call.failed(exc) from exc
+        return call.answer(response)
 
     async def aclose(self) -> None:
         if self._owns_http:

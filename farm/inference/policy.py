@@ -8,7 +8,11 @@ Outcomes (`Verdict`):
   `error`): mark it unhealthy, give up the session's pin, try the next backend while attempts are left.
 - overflow: prompt plus max_tokens exceed the window (a 4xx or an SGLang abort saying so): never retried.
 - rejected: the backend refused the request (any other 4xx): a caller bug or bad config, never retried.
-- timeout: the call's own deadline passed: not the backend's fault, so neither marked nor retried.
+- timeout: the call's time ran out: the job's budget, or the per-read limit (600 s) with the backend
+  silent. Neither marked nor retried, by the agent loop and the gateway alike: a non-streamed reply sends
+  nothing until it is complete, so a silent backend may be hung or may be generating a long answer, and
+  another backend would start the same long generation over (doubling the load that made it slow) while
+  marking a busy backend unhealthy would move every session pinned to it off its prefix cache.
 - bad_reply: the backend answered but broke the protocol: never trained on, never retried.
 """
 
@@ -17,7 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from farm.inference.errors import is_context_overflow, retryable_status
+import httpx
+
+from farm.inference.errors import (
+    BackendRejected,
+    BackendUnavailable,
+    BadBackendResponse,
+    CallDeadlineExceeded,
+    ContextOverflow,
+    InferenceError,
+    is_context_overflow,
+    retryable_status,
+)
 
 
 class Verdict(StrEnum):
@@ -38,6 +53,20 @@ class Transport(StrEnum):
     """The connection broke or the reply was not HTTP."""
     deadline = "deadline"
     """The call's time ran out (a stalled backend, or the job's budget)."""
+
+
+def transport_failure(exc: BaseException) -> Transport | None:
+    """What an exception of an exchange means below HTTP, whichever client raised it (httpx, or the
+    gateway's aiohttp client, whose errors are ConnectionError / TimeoutError); None: not a transport
+    failure. A connect timeout is `connect` (nothing was sent); any other timeout, a read or a write
+    that waited past its limit, is `deadline`."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | ConnectionRefusedError):
+        return Transport.connect
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        return Transport.deadline
+    if isinstance(exc, httpx.HTTPError | ConnectionError):
+        return Transport.broken
+    return None
 
 
 NORMAL_FINISHES = frozenset({"stop", "length", "repetition", "tool_calls", "function_call", "content_filter"})
@@ -73,6 +102,23 @@ def finish_verdict(reason: str | None, message: str = "") -> Verdict:
 
 def transport_verdict(failure: Transport) -> Verdict:
     return Verdict.timeout if failure is Transport.deadline else Verdict.failover
+
+
+_VERDICT_OF = {
+    BackendUnavailable: Verdict.failover,
+    ContextOverflow: Verdict.overflow,
+    BackendRejected: Verdict.rejected,
+    CallDeadlineExceeded: Verdict.timeout,
+    BadBackendResponse: Verdict.bad_reply,
+}
+
+
+def error_verdict(error: InferenceError) -> Verdict:
+    """The verdict a token client's error carries (the client raised it by this policy)."""
+    for cls, verdict in _VERDICT_OF.items():
+        if isinstance(error, cls):
+            return verdict
+    return Verdict.bad_reply
 
 
 class Step(StrEnum):

@@ -1,4 +1,5 @@
-"""A backend that breaks the protocol, drips, hangs or redirects: a classified error, in time."""
+"""A backend that breaks the protocol, drips, hangs or redirects: a classified error, in time, judged alike by
+the agent loop's client and the gateway's forwarder."""
 
 from __future__ import annotations
 
@@ -11,10 +12,18 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from farm.errors import JobCancelled
+from farm.agent.policy import PolicyClient
+from farm.errors import JobCancelled, JobDeadlineExceeded
+from farm.gateway.backends import StaticBackends
+from farm.gateway.errors import ErrorKind, GatewayError
+from farm.gateway.forwarding import Forwarder
+from farm.gateway.normalized import ChatRequest
+from farm.gateway.sessions import SessionInfo
+from farm.gateway.upstream_http import UpstreamClient
 from farm.inference import (
     AsyncBackendClient,
     BackendClient,
@@ -25,6 +34,7 @@ from farm.inference import (
     InferenceError,
     wire,
 )
+from farm.pool import BackendPool
 from tests.api.backend_server import GOOD, MisbehavingBackend
 from tests.waiting import wait_until
 
@@ -185,3 +195,104 @@ def test_redirects_are_never_followed(backend: MisbehavingBackend) -> None:
                 client.generate([1], {}, budget_s=5, check=lambda: None)
         assert elsewhere.behaviour.calls == 0
     assert httpx.Client().follow_redirects is False
+
+
+# A backend that stops answering: one rule (farm/inference/policy.py) for the agent loop and the gateway.
+# The per-read limit runs out with the job's budget still left: a timeout, never a failover; nothing is
+# marked unhealthy and no second backend is asked (it would start the same long generation over).
+
+SILENT_READ_S = 0.5
+
+
+@pytest.fixture
+def healthy() -> Iterator[MisbehavingBackend]:
+    with MisbehavingBackend() as server:
+        server.behaviour.reply = GOOD
+        yield server
+
+
+def _pool_pinned_to(silent: MisbehavingBackend, other: MisbehavingBackend, redis_url: str) -> BackendPool:
+    pool = BackendPool(redis.Redis.from_url(redis_url))
+    pool.add(silent.url)
+    backend = pool.acquire("job")
+    assert backend is not None and backend.address == silent.url
+    pool.add(other.url)
+    return pool
+
+
+def test_a_silent_backend_is_a_timeout_for_the_agent_loop(
+    backend: MisbehavingBackend, healthy: MisbehavingBackend, redis_url: str
+) -> None:
+    backend.behaviour.mode = "hang"
+    pool = _pool_pinned_to(backend, healthy, redis_url)
+    with httpx.Client(timeout=httpx.Timeout(SILENT_READ_S, connect=5.0)) as http:
+        policy = PolicyClient(pool, "job", check=lambda: None, remaining=lambda: 60.0, http=http)
+        started = time.monotonic()
+        with pytest.raises(CallDeadlineExceeded, match="stopped answering"):
+            policy.generate([1], {})
+        assert time.monotonic() - started < SILENT_READ_S + 2.0
+    assert healthy.behaviour.calls == 0
+    assert all(b.healthy for b in pool.list())
+
+
+def test_both_token_clients_call_a_silent_backend_a_timeout(backend: MisbehavingBackend) -> None:
+    """Without a budget too: the per-read limit of the client's HTTP pool ends the call, as a timeout."""
+    backend.behaviour.mode = "hang"
+    limits = httpx.Timeout(SILENT_READ_S, connect=5.0)
+    with httpx.Client(timeout=limits) as http, pytest.raises(CallDeadlineExceeded, match="stopped answering"):
+        BackendClient(backend.url, http=http).generate([1], {})
+
+    async def run_async() -> None:
+        async with httpx.AsyncClient(timeout=limits) as http:
+            with pytest.raises(CallDeadlineExceeded, match="stopped answering"):
+                await AsyncBackendClient(backend.url, http=http).generate([1], {})
+
+    asyncio.run(run_async())
+
+
+def test_a_spent_budget_ends_the_agent_loop_as_a_job_timeout(
+    backend: MisbehavingBackend, healthy: MisbehavingBackend, redis_url: str
+) -> None:
+    backend.behaviour.mode = "hang"
+    pool = _pool_pinned_to(backend, healthy, redis_url)
+    deadline = time.monotonic() + 0.5
+
+    def check() -> None:
+        if time.monotonic() >= deadline:
+            raise JobDeadlineExceeded("spent")
+
+    policy = PolicyClient(pool, "job", check, remaining=lambda: deadline - time.monotonic())
+    with pytest.raises(JobDeadlineExceeded):
+        policy.generate([1], {})
+    assert healthy.behaviour.calls == 0
+    assert all(b.healthy for b in pool.list())
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "httpx"])
+def test_a_silent_backend_is_a_timeout_for_the_gateway(
+    backend: MisbehavingBackend, healthy: MisbehavingBackend, client: str
+) -> None:
+    backend.behaviour.mode = "hang"
+    backends = StaticBackends([backend.url, healthy.url])  # a new session goes to the first
+    session = SessionInfo(session_id="s", created_at=0.0, metadata={"model": "m"})
+    request = ChatRequest(messages=[{"role": "user", "content": "hi"}], sampling={"max_tokens": 8})
+
+    async def call() -> GatewayError:
+        limits = httpx.Timeout(SILENT_READ_S, connect=5.0)
+        fast = UpstreamClient(read_timeout=SILENT_READ_S) if client == "aiohttp" else None
+        async with httpx.AsyncClient(timeout=limits) as http:
+            forwarder = Forwarder(backends, http, fast=fast)
+            try:
+                with pytest.raises(GatewayError) as info:
+                    await forwarder.complete(session, request, "c1")
+            finally:
+                if fast is not None:
+                    await fast.aclose()
+        return info.value
+
+    started = time.monotonic()
+    error = asyncio.run(call())
+    assert time.monotonic() - started < SILENT_READ_S + 2.0
+    assert error.kind is ErrorKind.timeout, error
+    assert healthy.behaviour.calls == 0
+    assert backends.unhealthy_until == {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,22 +11,18 @@ import httpx
 import pytest
 
 from farm.embedded_redis import EmbeddedRedis, free_port
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"{process.args} exited with {process.returncode}")
-        try:
-            if httpx.get(url, timeout=0.5).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"{url} not ready after {timeout_s}s")
+        return httpx.get(url, timeout=0.5).status_code < 500
+
+    wait_until(answers, timeout_s, what=f"{url} to answer", interval_s=0.05, ignore=(httpx.HTTPError,))
 
 
 def _spawn(args: list[str], ready_url: str) -> subprocess.Popen[bytes]:

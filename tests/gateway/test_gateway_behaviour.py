@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import anthropic
@@ -16,6 +15,7 @@ import redis
 from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.pool import BackendPool
 from tests.gateway.conftest import _stop, start_gateway
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -181,10 +181,8 @@ def test_farm_pool_is_used_sticky_and_released(redis_url: str, pool_gateway: str
     assert reply.json()["choices"][0]["finish_reason"] == "length", "the session's sampling params win"
     (info,) = pool.list()
     assert info.assigned == 1
-    deadline = time.monotonic() + 5  # in-flight bookkeeping finishes off the request path
-    while pool.list()[0].in_flight and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert pool.list()[0].in_flight == 0
+    # in-flight bookkeeping finishes off the request path
+    wait_until(lambda: pool.list()[0].in_flight, 5, accept=lambda n: n == 0, what="no call in flight")
     httpx.post(f"{base}/end")
     assert pool.list()[0].assigned == 0
 
@@ -206,9 +204,12 @@ def test_recorded_calls_are_counted_per_provider_for_metrics(
     stats = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/2")
     before = int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0)
     assert _chat(session["base_url"], "count me").status_code == 200
-    deadline = time.monotonic() + 5  # the record (and its count) is written just after the reply
-    while int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0) == before:
-        assert time.monotonic() < deadline, "the call was never counted"
-        time.sleep(0.01)
-    assert int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0) == before + 1
+    # the record (and its count) is written just after the reply
+    counted = wait_until(
+        lambda: int(stats.hget("farm:stats", "gateway_calls:openai_chat") or 0),
+        5,
+        accept=lambda n: n != before,
+        what="the call to be counted",
+    )
+    assert counted == before + 1
     stats.close()

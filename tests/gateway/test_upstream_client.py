@@ -11,6 +11,7 @@ import pytest
 
 from farm.embedded_redis import free_port
 from farm.gateway.upstream_http import UpstreamClient, UpstreamConnectError, UpstreamTimeout
+from tests.waiting import wait_until_async
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 
@@ -81,27 +82,42 @@ def test_calls_share_one_keep_alive_connection() -> None:
     assert accepted == 1, "the keep-alive connection is reused, not one per call"
 
 
-async def _answer_once_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Answers one request with a keep-alive reply, then closes the idle connection as servers do."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
-    length = int(next(v for k, v in fields.items() if k.lower() == b"content-length"))
-    await reader.readexactly(length)
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n" + b'{"ok":true}')
-    await writer.drain()
-    writer.close()
+def _usable_pooled(client: UpstreamClient) -> int:
+    """Idle connections in the client's aiohttp pool that aiohttp would reuse (its own test,
+    `is_connected`); the pool, `_conns`, is read directly for want of a public view of it."""
+    connector = client._open().connector
+    assert connector is not None
+    pool = connector._conns
+    return sum(proto.is_connected() for conns in pool.values() for proto, _ in conns)
 
 
 def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
+    closed: list[int] = []
+
+    async def answer_once_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answers one request with a keep-alive reply, then closes the idle connection as servers do."""
+        head = await reader.readuntil(b"\r\n\r\n")
+        fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
+        length = int(next(v for k, v in fields.items() if k.lower() == b"content-length"))
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n" + b'{"ok":true}')
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        closed.append(1)
+
     async def run(base: str) -> None:
         client = UpstreamClient()
-        for _ in range(3):
+        for call in range(1, 4):
             response = await client.post_json(f"{base}/x", {"a": 1})
             assert (response.status_code, await response.aread()) == (200, b'{"ok":true}')
-            await asyncio.sleep(0.05)  # the server's close reaches the pooled connection
+            # The server's close has reached the client's pool: the connection is closed there too.
+            await wait_until_async(
+                lambda: (len(closed), _usable_pooled(client)), 5, accept=(call, 0).__eq__, what="the close"
+            )
         await client.aclose()
 
-    asyncio.run(_with_server(_answer_once_then_close, run))
+    asyncio.run(_with_server(answer_once_then_close, run))
 
 
 def test_refused_connection_and_silent_server() -> None:
@@ -111,7 +127,7 @@ def test_refused_connection_and_silent_server() -> None:
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read(1 << 16)
-        await asyncio.sleep(5)
+        await asyncio.sleep(5)  # the scenario: a server that never answers (the client's read limit ends it)
 
     async def run(base: str) -> None:
         with pytest.raises(UpstreamTimeout):

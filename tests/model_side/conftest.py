@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from farm.chat.tokenizer import ChatTokenizer
+from tests.waiting import wait_until
 
 SCRIPTS = [
     {
@@ -48,17 +48,15 @@ class ServerProcess:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
 
     def wait_ready(self, timeout: float = 60.0) -> ServerProcess:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                output = self.proc.stdout.read().decode() if self.proc.stdout else ""
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{output}")
-            try:
-                if httpx.get(f"{self.root}/health", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise TimeoutError("reference LLM server did not become healthy")
+        wait_until(self._healthy, timeout, what="the reference LLM server to be healthy", interval_s=0.1,
+                   ignore=(httpx.HTTPError,))  # fmt: skip
+        return self
+
+    def _healthy(self) -> bool:
+        if self.proc.poll() is not None:
+            output = self.proc.stdout.read().decode() if self.proc.stdout else ""
+            raise RuntimeError(f"server exited with {self.proc.returncode}:\n{output}")
+        return httpx.get(f"{self.root}/health", timeout=1.0).status_code == 200
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -3,12 +3,20 @@ outcome is judged, and how a call walks the backends."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from farm.gateway.upstream_http import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from farm.inference import wire
-from farm.inference.errors import BackendRejected, BackendUnavailable, ContextOverflow
+from farm.inference.errors import (
+    BackendRejected,
+    BackendUnavailable,
+    BadBackendResponse,
+    CallDeadlineExceeded,
+    ContextOverflow,
+)
 from farm.inference.policy import (
     FAILED_FINISHES,
     NORMAL_FINISHES,
@@ -17,8 +25,10 @@ from farm.inference.policy import (
     Step,
     Transport,
     Verdict,
+    error_verdict,
     finish_verdict,
     status_verdict,
+    transport_failure,
     transport_verdict,
 )
 
@@ -57,6 +67,36 @@ def test_transport_verdicts() -> None:
     assert transport_verdict(Transport.connect) is Verdict.failover
     assert transport_verdict(Transport.broken) is Verdict.failover
     assert transport_verdict(Transport.deadline) is Verdict.timeout
+
+
+@pytest.mark.parametrize(
+    ("exc", "failure"),
+    [
+        (httpx.ConnectError("refused"), Transport.connect),
+        (httpx.ConnectTimeout("slow connect"), Transport.connect),  # nothing was sent
+        (ConnectionRefusedError(), Transport.connect),
+        (httpx.ReadTimeout("silent"), Transport.deadline),  # the backend stopped answering
+        (httpx.WriteTimeout("stuck"), Transport.deadline),
+        (httpx.PoolTimeout("no connection free"), Transport.deadline),
+        (UpstreamTimeout("reply body stalled"), Transport.deadline),
+        (httpx.RemoteProtocolError("eof"), Transport.broken),
+        (httpx.ReadError("reset"), Transport.broken),
+        (UpstreamConnectError("refused"), Transport.broken),
+        (UpstreamProtocolError("disconnected"), Transport.broken),
+        (ValueError("not a transport failure"), None),
+    ],
+)
+def test_transport_failures_of_either_client(exc: BaseException, failure: Transport | None) -> None:
+    """httpx (the agent's client) and the gateway's aiohttp client are judged by the one function."""
+    assert transport_failure(exc) is failure
+
+
+def test_a_token_client_error_carries_its_verdict() -> None:
+    assert error_verdict(BackendUnavailable("x")) is Verdict.failover
+    assert error_verdict(ContextOverflow("x")) is Verdict.overflow
+    assert error_verdict(BackendRejected("x")) is Verdict.rejected
+    assert error_verdict(CallDeadlineExceeded("x")) is Verdict.timeout
+    assert error_verdict(BadBackendResponse("x")) is Verdict.bad_reply
 
 
 def test_the_token_wire_raises_what_the_policy_says() -> None:
