@@ -19,7 +19,7 @@ from redis.client import Pipeline
 
 from farm import keys
 from farm.models.backends import BackendInfo
-from farm.redis_ops import AsyncRunner, Batch, Command, Op, Runner, Script
+from farm.redis_ops import AsyncOp, AsyncRunner, Batch, Command, Op, Runner, Script, SyncOp
 from farm.text import as_text as _decode
 
 STICKY_TTL_S = 7 * 24 * 3600
@@ -136,32 +136,61 @@ def _infos(
     return [info for _, info in sorted(rows, key=lambda r: r[0])]
 
 
-# --- the operations, each written once (farm/redis_ops.py) -------------------------------------------
+class PoolOps:
+    """Each pool operation written once (farm/redis_ops.py); the pool holds no state of its own."""
 
+    def add(self, address: str, weight: int = 1, kind: str = "vllm") -> Op[list[BackendInfo]]:
+        keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
+        yield Script(_ADD, keys_, [normalise_address(address), _meta(weight, kind)])
+        return (yield from self.list())
 
-def _add(address: str, weight: int, kind: str) -> Op[list[BackendInfo]]:
-    keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
-    yield Script(_ADD, keys_, [normalise_address(address), _meta(weight, kind)])
-    return (yield from _list())
+    def remove(self, address: str) -> Op[bool]:
+        """Takes one backend out of the pool; jobs pinned to it re-pick at their next call (as after a
+        clear). False when it was not registered."""
+        address = normalise_address(address)
 
+        def queue(pipe: Pipeline) -> None:
+            pipe.hdel(keys.BACKENDS, address)
+            pipe.zrem(keys.BACKENDS_ASSIGNED, address)
+            pipe.hdel(keys.BACKENDS_INFLIGHT, address)
+            pipe.srem(keys.BACKENDS_UNHEALTHY, address)
 
-def _remove(address: str) -> Op[bool]:
-    address = normalise_address(address)
+        removed, *_ = yield Batch(queue, transaction=True)
+        return bool(removed)
 
-    def queue(pipe: Pipeline) -> None:
-        pipe.hdel(keys.BACKENDS, address)
-        pipe.zrem(keys.BACKENDS_ASSIGNED, address)
-        pipe.hdel(keys.BACKENDS_INFLIGHT, address)
-        pipe.srem(keys.BACKENDS_UNHEALTHY, address)
+    def clear(self) -> Op[list[BackendInfo]]:
+        every = (keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY)
+        yield Command(lambda r: r.delete(*every))
+        return []
 
-    removed, *_ = yield Batch(queue, transaction=True)
-    return bool(removed)
+    def list(self) -> Op[list[BackendInfo]]:
+        entries, assigned, inflight, unhealthy = yield Batch(_queue_list)
+        return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy))
 
+    def get(self, address: str) -> Op[BackendInfo | None]:
+        listed = yield from self.list()
+        return next((b for b in listed if b.address == address), None)
 
-def _clear() -> Op[list[BackendInfo]]:
-    every = (keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY)
-    yield Command(lambda r: r.delete(*every))
-    return []
+    def acquire(self, key: str) -> Op[BackendInfo | None]:
+        """The backend `key` is pinned to, pinning it to the least-assigned healthy one if needed."""
+        keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
+        return _pinned((yield Script(_ACQUIRE, keys_, [STICKY_TTL_S])))
+
+    def release(self, key: str) -> Op[None]:
+        yield Script(_RELEASE, [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
+
+    def mark_unhealthy(self, address: str) -> Op[None]:
+        if (yield Command(lambda r: r.hexists(keys.BACKENDS, address))):
+            yield Command(lambda r: r.sadd(keys.BACKENDS_UNHEALTHY, address))
+
+    def mark_healthy(self, address: str) -> Op[None]:
+        yield Command(lambda r: r.srem(keys.BACKENDS_UNHEALTHY, address))
+
+    def call_started(self, address: str) -> Op[None]:
+        yield Script(_INFLIGHT, [keys.BACKENDS, keys.BACKENDS_INFLIGHT], [address, 1])
+
+    def call_finished(self, address: str) -> Op[None]:
+        yield Script(_INFLIGHT, [keys.BACKENDS, keys.BACKENDS_INFLIGHT], [address, -1])
 
 
 def _queue_list(pipe: Pipeline) -> None:
@@ -171,83 +200,25 @@ def _queue_list(pipe: Pipeline) -> None:
     pipe.smembers(keys.BACKENDS_UNHEALTHY)
 
 
-def _list() -> Op[list[BackendInfo]]:
-    entries, assigned, inflight, unhealthy = yield Batch(_queue_list)
-    return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy))
-
-
-def _get(address: str) -> Op[BackendInfo | None]:
-    listed = yield from _list()
-    return next((b for b in listed if b.address == address), None)
-
-
-def _acquire(key: str) -> Op[BackendInfo | None]:
-    keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
-    return _pinned((yield Script(_ACQUIRE, keys_, [STICKY_TTL_S])))
-
-
-def _release(key: str) -> Op[None]:
-    yield Script(_RELEASE, [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
-
-
-def _mark_unhealthy(address: str) -> Op[None]:
-    if (yield Command(lambda r: r.hexists(keys.BACKENDS, address))):
-        yield Command(lambda r: r.sadd(keys.BACKENDS_UNHEALTHY, address))
-
-
-def _mark_healthy(address: str) -> Op[None]:
-    yield Command(lambda r: r.srem(keys.BACKENDS_UNHEALTHY, address))
-
-
-def _inflight(address: str, delta: int) -> Op[None]:
-    yield Script(_INFLIGHT, [keys.BACKENDS, keys.BACKENDS_INFLIGHT], [address, delta])
-
-
-# --- the two clients: each method runs its operation -------------------------------------------------
-
-
 class BackendPool:
     """Synchronous pool client, used by Celery workers."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._run = Runner(client)
+        self.ops = PoolOps()
+        self.runner = Runner(client)
 
-    def add(self, address: str, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
-        return self._run(_add(address, weight, kind))
-
-    def remove(self, address: str) -> bool:
-        """Takes one backend out of the pool; jobs pinned to it re-pick at their next call (as after a
-        clear). False when it was not registered."""
-        return self._run(_remove(address))
-
-    def clear(self) -> list[BackendInfo]:
-        return self._run(_clear())
-
-    def list(self) -> list[BackendInfo]:
-        return self._run(_list())
-
-    def get(self, address: str) -> BackendInfo | None:
-        return self._run(_get(address))
-
-    def acquire(self, key: str) -> BackendInfo | None:
-        """The backend `key` is pinned to, pinning it to the least-assigned healthy one if needed."""
-        return self._run(_acquire(key))
-
-    def release(self, key: str) -> None:
-        self._run(_release(key))
-
-    def mark_unhealthy(self, address: str) -> None:
-        self._run(_mark_unhealthy(address))
-
-    def mark_healthy(self, address: str) -> None:
-        self._run(_mark_healthy(address))
-
-    def call_started(self, address: str) -> None:
-        self._run(_inflight(address, 1))
-
-    def call_finished(self, address: str) -> None:
-        self._run(_inflight(address, -1))
+    add = SyncOp(PoolOps.add)
+    remove = SyncOp(PoolOps.remove)
+    clear = SyncOp(PoolOps.clear)
+    list = SyncOp(PoolOps.list)
+    get = SyncOp(PoolOps.get)
+    acquire = SyncOp(PoolOps.acquire)
+    release = SyncOp(PoolOps.release)
+    mark_unhealthy = SyncOp(PoolOps.mark_unhealthy)
+    mark_healthy = SyncOp(PoolOps.mark_healthy)
+    call_started = SyncOp(PoolOps.call_started)
+    call_finished = SyncOp(PoolOps.call_finished)
 
 
 class AsyncBackendPool:
@@ -255,41 +226,20 @@ class AsyncBackendPool:
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.r = client
-        self._run = AsyncRunner(client)
+        self.ops = PoolOps()
+        self.runner = AsyncRunner(client)
 
-    async def add(self, address: str, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
-        return await self._run(_add(address, weight, kind))
-
-    async def remove(self, address: str) -> bool:
-        """See BackendPool.remove."""
-        return await self._run(_remove(address))
-
-    async def clear(self) -> list[BackendInfo]:
-        return await self._run(_clear())
-
-    async def list(self) -> list[BackendInfo]:
-        return await self._run(_list())
-
-    async def get(self, address: str) -> BackendInfo | None:
-        return await self._run(_get(address))
-
-    async def acquire(self, key: str) -> BackendInfo | None:
-        return await self._run(_acquire(key))
-
-    async def release(self, key: str) -> None:
-        await self._run(_release(key))
-
-    async def mark_unhealthy(self, address: str) -> None:
-        await self._run(_mark_unhealthy(address))
-
-    async def mark_healthy(self, address: str) -> None:
-        await self._run(_mark_healthy(address))
-
-    async def call_started(self, address: str) -> None:
-        await self._run(_inflight(address, 1))
-
-    async def call_finished(self, address: str) -> None:
-        await self._run(_inflight(address, -1))
+    add = AsyncOp(PoolOps.add)
+    remove = AsyncOp(PoolOps.remove)
+    clear = AsyncOp(PoolOps.clear)
+    list = AsyncOp(PoolOps.list)
+    get = AsyncOp(PoolOps.get)
+    acquire = AsyncOp(PoolOps.acquire)
+    release = AsyncOp(PoolOps.release)
+    mark_unhealthy = AsyncOp(PoolOps.mark_unhealthy)
+    mark_healthy = AsyncOp(PoolOps.mark_healthy)
+    call_started = AsyncOp(PoolOps.call_started)
+    call_finished = AsyncOp(PoolOps.call_finished)
 
 
 def _pinned(reply: list[Any] | None) -> BackendInfo | None:

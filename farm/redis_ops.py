@@ -5,20 +5,25 @@ script), receives the reply, and returns its result. `Runner` sends the round tr
 sync clients, `AsyncRunner` awaits them on redis.asyncio clients: the wire knowledge of an operation
 (its keys, its arguments, how its reply is read, which round trips it takes) lives in the operation, as
 farm/client/calls.py does for HTTP. Running an operation adds no command and no round trip.
+
+A twin's methods are its operations: `create = SyncOp(JobOps.create)` in the sync class and
+`create = AsyncOp(JobOps.create)` in the async one give each the operation's signature (mypy checks
+callers against it) and docstring, and run its body with the instance's `runner` on its `ops`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, cast, overload
 
 import redis
 import redis.asyncio as aioredis
 from redis.client import Pipeline
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class On(Enum):
@@ -122,3 +127,63 @@ class AsyncRunner:
         if script is None:
             script = self._scripts[(step.on, step.source)] = client.register_script(step.source)
         return cast(Awaitable[Any], script(keys=list(step.keys), args=list(step.args)))
+
+
+class _SyncTwin(Protocol):
+    @property
+    def ops(self) -> Any: ...
+    @property
+    def runner(self) -> Runner: ...
+
+
+class _AsyncTwin(Protocol):
+    @property
+    def ops(self) -> Any: ...
+    @property
+    def runner(self) -> AsyncRunner: ...
+
+
+class SyncOp(Generic[P, T]):
+    """A method of a sync twin: runs the operation on `self.ops` with `self.runner`."""
+
+    def __init__(self, op: Callable[Concatenate[Any, P], Op[T]]) -> None:
+        self.op = op
+        self.__doc__ = op.__doc__
+
+    @overload
+    def __get__(self, twin: None, owner: type) -> SyncOp[P, T]: ...
+    @overload
+    def __get__(self, twin: _SyncTwin, owner: type) -> Callable[P, T]: ...
+    def __get__(self, twin: _SyncTwin | None, owner: type) -> SyncOp[P, T] | Callable[P, T]:
+        if twin is None:
+            return self
+        op, ops, runner = self.op, twin.ops, twin.runner
+
+        def method(*args: P.args, **kwargs: P.kwargs) -> T:
+            return runner(op(ops, *args, **kwargs))
+
+        return method
+
+
+class AsyncOp(Generic[P, T]):
+    """A method of an async twin: awaits the operation on `self.ops` with `self.runner`."""
+
+    def __init__(self, op: Callable[Concatenate[Any, P], Op[T]]) -> None:
+        self.op = op
+        self.__doc__ = op.__doc__
+
+    @overload
+    def __get__(self, twin: None, owner: type) -> AsyncOp[P, T]: ...
+    @overload
+    def __get__(self, twin: _AsyncTwin, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    def __get__(
+        self, twin: _AsyncTwin | None, owner: type
+    ) -> AsyncOp[P, T] | Callable[P, Coroutine[Any, Any, T]]:
+        if twin is None:
+            return self
+        op, ops, runner = self.op, twin.ops, twin.runner
+
+        async def method(*args: P.args, **kwargs: P.kwargs) -> T:
+            return await runner(op(ops, *args, **kwargs))
+
+        return method

@@ -124,6 +124,7 @@ class JobOps:
             yield from self.enqueue(message)
 
     def enqueue(self, message: QueuedMessage) -> Op[None]:
+        """Sends a stage message on its own (a stage sent again after its attempt was lost)."""
         yield Command(lambda r: r.lpush(message.key, message.payload), On.BROKER)
 
     def _left_ready(self, job_id: str, node: Any) -> Op[None]:
@@ -134,6 +135,8 @@ class JobOps:
     # --- a job's life ----------------------------------------------------------------------------------
 
     def create(self, spec: JobSpec, task_ids: dict[str, str], init: QueuedMessage) -> Op[bool]:
+        """Records the job and enqueues its init message; False (and nothing queued) when a job with this
+        id exists already (idempotent resubmission)."""
         k = self.keys(spec.job_id)
         args = _create_args(spec, task_ids, self.ttl_s, init)
         if not (yield Script(scripts.CREATE, [k.job, k.active, *self._queue(init)], args)):
@@ -143,6 +146,7 @@ class JobOps:
         return True
 
     def begin_stage(self, job_id: str, stage: str, owner: str) -> Op[tuple[str, JobRecord | None, int]]:
+        """Checks, leases and enters `stage` in one round trip; see scripts.BEGIN_STAGE."""
         k = self.keys(job_id)
         args: list[ScriptArg] = [stage, time.time(), job_id, owner, LEASE_TTL_S]
         verdict, flat, token, ready = yield Script(scripts.BEGIN_STAGE, [k.job, k.by_state, k.leases], args)
@@ -150,6 +154,7 @@ class JobOps:
         return _s(verdict), _record(flat), int(token)
 
     def renew(self, leases: dict[str, int]) -> Op[set[str]]:
+        """Renews every (job id -> token) lease; returns the job ids whose lease is lost."""
         expires = time.time() + LEASE_TTL_S
         lost = set()
         for job_id, token in leases.items():
@@ -160,13 +165,19 @@ class JobOps:
 
     def end_stage(
         self,
+        /,
         job_id: str,
         token: int,
         stage: str,
         elapsed_s: float,
         following: QueuedMessage,
-        pairs: dict[str, str],
+        fields: dict[str, str] | None = None,
+        **outputs: Any,
     ) -> Op[bool]:
+        """Records the stage's time and JSON outputs (plus plain `fields`), marks it done, gives the
+        lease back and enqueues the `following` stage, in one step. False if this attempt no longer
+        holds the lease (nothing is written or sent)."""
+        pairs = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
         flat = [item for pair in pairs.items() for item in pair]
         args: list[ScriptArg] = [token, stage, elapsed_s, time.time(), job_id, following.payload, *flat]
         k = self.keys(job_id)
@@ -176,13 +187,16 @@ class JobOps:
         return True
 
     def release(self, job_id: str, token: int, restart_from_init: bool) -> Op[int]:
+        """Gives the lease back unfinished so the stage can be sent again; the infra retry count or 0."""
         k = self.keys(job_id)
         args: list[ScriptArg] = [token, job_id, time.time(), "1" if restart_from_init else ""]
         retries, ready = yield Script(scripts.RELEASE, [k.job, k.stats, k.leases], args)
         yield from self._left_ready(job_id, ready)
         return int(retries)
 
-    def reap(self, limit: int, tags: list[str] | None) -> Op[list[Reaped]]:
+    def reap(self, limit: int = 100, tags: list[str] | None = None) -> Op[list[Reaped]]:
+        """Takes every expired lease (of the buckets `tags`, default all) from its presumed-dead holder;
+        see scripts.REAP."""
         now = time.time()
         reaped = []
         for tag in self.layout.tags() if tags is None else tags:
@@ -196,7 +210,10 @@ class JobOps:
                     reaped.append(Reaped(job_id, _s(stage), int(retries), _s(node)))
         return reaped
 
-    def finalize(self, result: JobResult, only_from: str, token: int | None) -> Op[bool]:
+    def finalize(self, result: JobResult, only_from: str = "", token: int | None = None) -> Op[bool]:
+        """Records the terminal result once; False if the job had already ended (or, with a token, if
+        this attempt no longer holds the lease). `only_from="queued"` ends a job only if no stage has
+        started (so it never holds a READY slot)."""
         k = self.keys(result.job_id)
         finalize_keys = [k.job, k.active, k.by_state, k.stats, k.leases, k.callbacks]
         args = _finalize_args(result, self.ttl_s, only_from, token)
@@ -205,22 +222,29 @@ class JobOps:
         return bool(ended)
 
     def revoke(self, job_id: str) -> Op[None]:
+        """Asks for the job's cancellation: a stage that starts finds it in the job's hash, a running
+        one at its monitor's next poll of the revoked set (scripts.REVOKE)."""
         k = self.keys(job_id)
         yield Script(scripts.REVOKE, [k.job, k.revoked], [job_id, time.time(), REVOKED_KEEP_S])
 
     def count_infra_retry(self, job_id: str) -> Op[int]:
+        """Counts a stage sent again outside a script (the stall sweep); the job's retry count."""
         k = self.keys(job_id)
         retries = int((yield Command(lambda r: r.hincrby(k.job, JobField.INFRA_RETRIES, 1))))
         yield Command(lambda r: r.hincrby(k.stats, "retries_total:infra", 1))
         return retries
 
     def add_queued_time(self, job_id: str, seconds: float) -> Op[None]:
+        """Time a started stage spent waiting (for a READY slot) counts as queued, not in-stage."""
         job_key = self.layout.job(job_id)
         yield Command(lambda r: r.hincrbyfloat(job_key, JobField.T_QUEUED, seconds))
 
     # --- READY slots -------------------------------------------------------------------------------
 
     def take_ready_slot(self, job_id: str, node: str, limit: int) -> Op[bool]:
+        """Whether the job holds one of the node's READY slots (taking a free one); see TAKE_READY_SLOT.
+        When the node looks full, members whose job no longer holds the slot are cleared (at most every
+        READY_SETTLE_S per node and process: a waiting init polls this)."""
         for attempt in range(2):
             args: list[ScriptArg] = [job_id, time.time(), limit]
             taken = int((yield Script(scripts.TAKE_READY_SLOT, [keys.ready(node)], args)))
@@ -234,6 +258,8 @@ class JobOps:
         return False
 
     def _clear_stale_ready(self, node: str, oldest: int = 4) -> Op[int]:
+        """Drops the node's oldest members whose job is gone, over or holds its slot elsewhere (a job
+        whose slot was given back by a worker that died before removing it); how many."""
         ready = keys.ready(node)
         members: list[tuple[Any, float]] = yield Command(
             lambda r: r.zrange(ready, 0, oldest - 1, withscores=True)
@@ -255,6 +281,7 @@ class JobOps:
         return int((yield Command(lambda r: r.zrem(ready, *stale)))) if stale else 0
 
     def drop_ready_slot(self, job_id: str) -> Op[None]:
+        """Gives a job's READY slot back (what init made was discarded)."""
         job_key = self.layout.job(job_id)
         node = yield Command(lambda r: r.hget(job_key, JobField.READY_NODE))
         if node is not None:
@@ -262,6 +289,8 @@ class JobOps:
             yield from self._left_ready(job_id, node)
 
     def forget_init(self, job_id: str) -> Op[None]:
+        """Discards what init recorded (its sandbox is on a node no run worker serves): the job starts
+        over from init."""
         yield from self.drop_ready_slot(job_id)
         fields = (JobField.stage_done("init"), JobField.INIT_STATE, JobField.NODE)
         yield Command(lambda r: r.hdel(self.layout.job(job_id), *fields))
@@ -318,10 +347,13 @@ class JobOps:
         return transitions(by_bucket)
 
     def counts_by_state(self) -> Op[dict[str, int]]:
+        """Jobs in each state now (terminal states: every job that ever ended, within the stats' life)."""
         made = yield from self.transitions()
         return state_counts(made, (yield from self.active_count()))
 
     def stats(self) -> Op[dict[str, float]]:
+        """The farm's counters: every bucket's job statistics, those derived from the state changes,
+        and the farm-wide ones (gateway)."""
         hashes = [keys.STATS, *(keys.job_stats(tag) for tag in self.layout.tags())]
         made = yield from self.transitions()
         derived = derived_stats(made, state_counts(made, (yield from self.active_count())))
@@ -331,5 +363,6 @@ class JobOps:
         return sum_stats(raw) | derived
 
     def prune_index(self) -> Op[None]:
+        """Drops the viewer's index entries past the result TTL."""
         cutoff = time.time() - self.ttl_s
         yield Command(lambda r: r.zremrangebyscore(keys.JOBS_INDEX, 0, cutoff))
