@@ -271,9 +271,10 @@ class JobOps:
             for member, _ in members:
                 pipe.hmget(self.layout.job(_s(member)), JobField.STATE, JobField.READY_NODE)
 
+        holders = yield Batch(queue)
         stale = [
             _s(member)
-            for (member, taken), (state, ready_node) in zip(members, (yield Batch(queue)), strict=True)
+            for (member, taken), (state, ready_node) in zip(members, holders, strict=True)
             if state is None
             or JobState(_s(state)).terminal
             or (_s(ready_node or b"") != node and time.time() - taken > READY_SETTLE_S)
@@ -312,7 +313,8 @@ class JobOps:
             for job_id in job_ids:
                 pipe.hgetall(self.layout.job(job_id))
 
-        return [JobRecord.parse(raw) for raw in (yield Batch(queue))]
+        raw_jobs = yield Batch(queue)
+        return [JobRecord.parse(raw) for raw in raw_jobs]
 
     def is_revoked(self, job_id: str) -> Op[bool]:
         revoked = self.keys(job_id).revoked
