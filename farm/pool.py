@@ -15,9 +15,11 @@ from typing import Any
 
 import redis
 import redis.asyncio as aioredis
+from redis.client import Pipeline
 
 from farm import keys
 from farm.models.backends import BackendInfo
+from farm.redis_ops import AsyncOp, AsyncRunner, Batch, Command, Op, Runner, Script, SyncOp
 from farm.text import as_text as _decode
 
 STICKY_TTL_S = 7 * 24 * 3600
@@ -134,57 +136,89 @@ def _infos(
     return [info for _, info in sorted(rows, key=lambda r: r[0])]
 
 
+class PoolOps:
+    """Each pool operation written once (farm/redis_ops.py); the pool holds no state of its own."""
+
+    def add(self, address: str, weight: int = 1, kind: str = "vllm") -> Op[list[BackendInfo]]:
+        keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
+        yield Script(_ADD, keys_, [normalise_address(address), _meta(weight, kind)])
+        return (yield from self.list())
+
+    def remove(self, address: str) -> Op[bool]:
+        """Takes one backend out of the pool; jobs pinned to it re-pick at their next call (as after a
+        clear). False when it was not registered."""
+        address = normalise_address(address)
+
+        def queue(pipe: Pipeline) -> None:
+            pipe.hdel(keys.BACKENDS, address)
+            pipe.zrem(keys.BACKENDS_ASSIGNED, address)
+            pipe.hdel(keys.BACKENDS_INFLIGHT, address)
+            pipe.srem(keys.BACKENDS_UNHEALTHY, address)
+
+        removed, *_ = yield Batch(queue, transaction=True)
+        return bool(removed)
+
+    def clear(self) -> Op[list[BackendInfo]]:
+        every = (keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY)
+        yield Command(lambda r: r.delete(*every))
+        return []
+
+    def list(self) -> Op[list[BackendInfo]]:
+        entries, assigned, inflight, unhealthy = yield Batch(_queue_list)
+        return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy))
+
+    def get(self, address: str) -> Op[BackendInfo | None]:
+        listed = yield from self.list()
+        return next((b for b in listed if b.address == address), None)
+
+    def acquire(self, key: str) -> Op[BackendInfo | None]:
+        """The backend `key` is pinned to, pinning it to the least-assigned healthy one if needed."""
+        keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
+        return _pinned((yield Script(_ACQUIRE, keys_, [STICKY_TTL_S])))
+
+    def release(self, key: str) -> Op[None]:
+        yield Script(_RELEASE, [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
+
+    def mark_unhealthy(self, address: str) -> Op[None]:
+        if (yield Command(lambda r: r.hexists(keys.BACKENDS, address))):
+            yield Command(lambda r: r.sadd(keys.BACKENDS_UNHEALTHY, address))
+
+    def mark_healthy(self, address: str) -> Op[None]:
+        yield Command(lambda r: r.srem(keys.BACKENDS_UNHEALTHY, address))
+
+    def call_started(self, address: str) -> Op[None]:
+        yield Script(_INFLIGHT, [keys.BACKENDS, keys.BACKENDS_INFLIGHT], [address, 1])
+
+    def call_finished(self, address: str) -> Op[None]:
+        yield Script(_INFLIGHT, [keys.BACKENDS, keys.BACKENDS_INFLIGHT], [address, -1])
+
+
+def _queue_list(pipe: Pipeline) -> None:
+    pipe.hgetall(keys.BACKENDS)
+    pipe.zrange(keys.BACKENDS_ASSIGNED, 0, -1, withscores=True)
+    pipe.hgetall(keys.BACKENDS_INFLIGHT)
+    pipe.smembers(keys.BACKENDS_UNHEALTHY)
+
+
 class BackendPool:
     """Synchronous pool client, used by Celery workers."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._acquire = client.register_script(_ACQUIRE)
-        self._release = client.register_script(_RELEASE)
-        self._add = client.register_script(_ADD)
-        self._inflight = client.register_script(_INFLIGHT)
+        self.ops = PoolOps()
+        self.runner = Runner(client)
 
-    def add(self, address: str, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
-        keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
-        self._add(keys=keys_, args=[normalise_address(address), _meta(weight, kind)])
-        return self.list()
-
-    def clear(self) -> list[BackendInfo]:
-        self.r.delete(keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY)
-        return []
-
-    def list(self) -> list[BackendInfo]:
-        pipe = self.r.pipeline(transaction=False)
-        pipe.hgetall(keys.BACKENDS)
-        pipe.zrange(keys.BACKENDS_ASSIGNED, 0, -1, withscores=True)
-        pipe.hgetall(keys.BACKENDS_INFLIGHT)
-        pipe.smembers(keys.BACKENDS_UNHEALTHY)
-        entries, assigned, inflight, unhealthy = pipe.execute()
-        return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy))
-
-    def get(self, address: str) -> BackendInfo | None:
-        return next((b for b in self.list() if b.address == address), None)
-
-    def acquire(self, key: str) -> BackendInfo | None:
-        """The backend `key` is pinned to, pinning it to the least-assigned healthy one if needed."""
-        keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
-        return _pinned(self._acquire(keys=keys_, args=[STICKY_TTL_S]))
-
-    def release(self, key: str) -> None:
-        self._release(keys=[keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
-
-    def mark_unhealthy(self, address: str) -> None:
-        if self.r.hexists(keys.BACKENDS, address):
-            self.r.sadd(keys.BACKENDS_UNHEALTHY, address)
-
-    def mark_healthy(self, address: str) -> None:
-        self.r.srem(keys.BACKENDS_UNHEALTHY, address)
-
-    def call_started(self, address: str) -> None:
-        self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, 1])
-
-    def call_finished(self, address: str) -> None:
-        self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, -1])
+    add = SyncOp(PoolOps.add)
+    remove = SyncOp(PoolOps.remove)
+    clear = SyncOp(PoolOps.clear)
+    list = SyncOp(PoolOps.list)
+    get = SyncOp(PoolOps.get)
+    acquire = SyncOp(PoolOps.acquire)
+    release = SyncOp(PoolOps.release)
+    mark_unhealthy = SyncOp(PoolOps.mark_unhealthy)
+    mark_healthy = SyncOp(PoolOps.mark_healthy)
+    call_started = SyncOp(PoolOps.call_started)
+    call_finished = SyncOp(PoolOps.call_finished)
 
 
 class AsyncBackendPool:
@@ -192,65 +226,20 @@ class AsyncBackendPool:
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.r = client
-        self._acquire = client.register_script(_ACQUIRE)
-        self._release = client.register_script(_RELEASE)
-        self._add = client.register_script(_ADD)
-        self._inflight = client.register_script(_INFLIGHT)
+        self.ops = PoolOps()
+        self.runner = AsyncRunner(client)
 
-    async def add(self, address: str, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
-        keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
-        await self._add(keys=keys_, args=[normalise_address(address), _meta(weight, kind)])
-        return await self.list()
-
-    async def remove(self, address: str) -> bool:
-        """Takes one backend out of the pool; jobs pinned to it re-pick at their next call (as after a
-        clear). False when it was not registered."""
-        address = normalise_address(address)
-        async with self.r.pipeline(transaction=True) as pipe:
-            pipe.hdel(keys.BACKENDS, address)
-            pipe.zrem(keys.BACKENDS_ASSIGNED, address)
-            pipe.hdel(keys.BACKENDS_INFLIGHT, address)
-            pipe.srem(keys.BACKENDS_UNHEALTHY, address)
-            removed, *_ = await pipe.execute()
-        return bool(removed)
-
-    async def clear(self) -> list[BackendInfo]:
-        await self.r.delete(
-            keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY
-        )
-        return []
-
-    async def list(self) -> list[BackendInfo]:
-        pipe = self.r.pipeline(transaction=False)
-        pipe.hgetall(keys.BACKENDS)
-        pipe.zrange(keys.BACKENDS_ASSIGNED, 0, -1, withscores=True)
-        pipe.hgetall(keys.BACKENDS_INFLIGHT)
-        pipe.smembers(keys.BACKENDS_UNHEALTHY)
-        entries, assigned, inflight, unhealthy = await pipe.execute()
-        return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy))
-
-    async def get(self, address: str) -> BackendInfo | None:
-        return next((b for b in await self.list() if b.address == address), None)
-
-    async def acquire(self, key: str) -> BackendInfo | None:
-        keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
-        return _pinned(await self._acquire(keys=keys_, args=[STICKY_TTL_S]))
-
-    async def release(self, key: str) -> None:
-        await self._release(keys=[keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
-
-    async def mark_unhealthy(self, address: str) -> None:
-        if await self.r.hexists(keys.BACKENDS, address):
-            await self.r.sadd(keys.BACKENDS_UNHEALTHY, address)
-
-    async def mark_healthy(self, address: str) -> None:
-        await self.r.srem(keys.BACKENDS_UNHEALTHY, address)
-
-    async def call_started(self, address: str) -> None:
-        await self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, 1])
-
-    async def call_finished(self, address: str) -> None:
-        await self._inflight(keys=[keys.BACKENDS, keys.BACKENDS_INFLIGHT], args=[address, -1])
+    add = AsyncOp(PoolOps.add)
+    remove = AsyncOp(PoolOps.remove)
+    clear = AsyncOp(PoolOps.clear)
+    list = AsyncOp(PoolOps.list)
+    get = AsyncOp(PoolOps.get)
+    acquire = AsyncOp(PoolOps.acquire)
+    release = AsyncOp(PoolOps.release)
+    mark_unhealthy = AsyncOp(PoolOps.mark_unhealthy)
+    mark_healthy = AsyncOp(PoolOps.mark_healthy)
+    call_started = AsyncOp(PoolOps.call_started)
+    call_finished = AsyncOp(PoolOps.call_finished)
 
 
 def _pinned(reply: list[Any] | None) -> BackendInfo | None:

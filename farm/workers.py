@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, cast
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -24,6 +24,7 @@ from celery.signals import worker_init, worker_ready, worker_shutdown
 from containers.local import default_root
 from farm import keys
 from farm.redis_clients import redis_client
+from farm.redis_ops import AsyncRunner, Command, Op, Runner
 from farm.settings import get_settings
 
 HEARTBEAT_S = 5.0
@@ -91,21 +92,23 @@ def _descriptions(entries: list[tuple[Any, float]], raw: list[Any]) -> list[dict
     ]
 
 
-def live_workers(client: redis.Redis | None = None) -> list[dict[str, Any]]:
-    r = client or _client()
-    entries = cast(
-        list[tuple[Any, float]], r.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
+def _live() -> Op[list[dict[str, Any]]]:
+    """The live workers' descriptions (farm/redis_ops.py: written once for the sync and async readers)."""
+    entries: list[tuple[Any, float]] = yield Command(
+        lambda r: r.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
     )
     names = [name for name, _ in entries]
-    return _descriptions(entries, r.hmget(keys.WORKERS_INFO, names) if names else [])
+    raw = (yield Command(lambda r: r.hmget(keys.WORKERS_INFO, names))) if names else []
+    return _descriptions(entries, raw)
+
+
+def live_workers(client: redis.Redis | None = None) -> list[dict[str, Any]]:
+    return Runner(client or _client())(_live())
 
 
 async def live_workers_async(client: aioredis.Redis) -> list[dict[str, Any]]:
     """live_workers for redis.asyncio clients (the API)."""
-    raw = await client.zrangebyscore(keys.WORKERS, time.time(), "+inf", withscores=True)
-    entries = cast(list[tuple[Any, float]], raw)
-    names = [name for name, _ in entries]
-    return _descriptions(entries, await client.hmget(keys.WORKERS_INFO, names) if names else [])
+    return await AsyncRunner(client)(_live())
 
 
 def live_run_queues() -> set[str]:

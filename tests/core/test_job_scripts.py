@@ -16,7 +16,8 @@ from farm import keys
 from farm.embedded_redis import EmbeddedRedis
 from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec
-from farm.jobs.store import LEASE_TTL_S, JobStore, _transitions, derived_stats, terminal_result
+from farm.jobs.store import LEASE_TTL_S, JobStore, terminal_result
+from farm.jobs.tally import derived_stats, transitions
 from farm.models.results import JobState, StageError
 
 NEXT = {"init": "q:run", "run": "q:eval", "eval": "q:none"}
@@ -146,7 +147,7 @@ def test_finalize_once_publishes_and_schedules_callback(store: JobStore) -> None
     assert store.counts_by_state() == {"failed": 1}
     assert 0 < store.r.ttl(keys.job("j1")) <= 3600
     # The stage that ended the job is counted like one that handed off (metrics see every stage).
-    made = _transitions([store.r.hgetall(BUCKET.by_state)])
+    made = transitions([store.r.hgetall(BUCKET.by_state)])
     stats = derived_stats(made, store.counts_by_state())
     assert stats["stage_count:run"] == stats["stage_count:init"] == 1 and stats["stage_count:eval"] == 0
     assert stats["jobs_total:failed"] == 1

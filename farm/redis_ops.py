@@ -1,0 +1,189 @@
+"""Redis operations written once, run by a sync client (the workers) or an asyncio one (the API).
+
+An operation is a generator: it yields each round trip it needs (one command, a pipeline or a Lua
+script), receives the reply, and returns its result. `Runner` sends the round trips with redis-py's
+sync clients, `AsyncRunner` awaits them on redis.asyncio clients: the wire knowledge of an operation
+(its keys, its arguments, how its reply is read, which round trips it takes) lives in the operation, as
+farm/client/calls.py does for HTTP. Running an operation adds no command and no round trip.
+
+A twin's methods are its operations: `create = SyncOp(JobOps.create)` in the sync class and
+`create = AsyncOp(JobOps.create)` in the async one give each the operation's signature (mypy checks
+callers against it) and docstring, and run its body with the instance's `runner` on its `ops`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, cast, overload
+
+import redis
+import redis.asyncio as aioredis
+from redis.client import Pipeline
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class On(Enum):
+    """Which Redis a round trip goes to."""
+
+    STATE = "state"
+    BROKER = "broker"
+    """The Celery broker's Redis; the state Redis when the broker is not another one."""
+
+
+# The command callables are typed against the sync client: redis-py's asyncio client and pipelines
+# share its command methods (redis.commands.core), so mypy checks each command's arguments once.
+@dataclass(frozen=True)
+class Command:
+    """One command: `Command(lambda r: r.zadd(key, {member: score}))`."""
+
+    send: Callable[[redis.Redis], Any]
+    on: On = On.STATE
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Commands sent in one pipeline; the reply is their replies, in order."""
+
+    queue: Callable[[Pipeline], Any]
+    transaction: bool = False
+    on: On = On.STATE
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script by EVALSHA (loaded on first use), given its keys in KEYS[] and ARGV."""
+
+    source: str
+    keys: Sequence[str]
+    args: Sequence[Any] = ()
+    on: On = On.STATE
+
+
+Step: TypeAlias = Command | Batch | Script
+Op: TypeAlias = Generator[Step, Any, T]
+"""An operation yielding its round trips and returning T."""
+
+
+class Runner:
+    """Runs operations on sync clients."""
+
+    def __init__(self, state: redis.Redis, broker: redis.Redis | None = None) -> None:
+        self._clients = {On.STATE: state, On.BROKER: broker or state}
+        self._scripts: dict[tuple[On, str], Any] = {}
+
+    def __call__(self, op: Op[T]) -> T:
+        reply: Any = None
+        while True:
+            try:
+                step = op.send(reply)
+            except StopIteration as done:
+                return cast(T, done.value)
+            reply = self._send(step)
+
+    def _send(self, step: Step) -> Any:
+        client = self._clients[step.on]
+        if isinstance(step, Command):
+            return step.send(client)
+        if isinstance(step, Batch):
+            pipe = client.pipeline(transaction=step.transaction)
+            step.queue(pipe)
+            return pipe.execute()
+        script = self._scripts.get((step.on, step.source))
+        if script is None:
+            script = self._scripts[(step.on, step.source)] = client.register_script(step.source)
+        return script(keys=list(step.keys), args=list(step.args))
+
+
+class AsyncRunner:
+    """Runs operations on redis.asyncio clients."""
+
+    def __init__(self, state: aioredis.Redis, broker: aioredis.Redis | None = None) -> None:
+        self._clients = {On.STATE: state, On.BROKER: broker or state}
+        self._scripts: dict[tuple[On, str], Any] = {}
+
+    async def __call__(self, op: Op[T]) -> T:
+        reply: Any = None
+        while True:
+            try:
+                step = op.send(reply)
+            except StopIteration as done:
+                return cast(T, done.value)
+            reply = await self._send(step)
+
+    def _send(self, step: Step) -> Awaitable[Any]:
+        # The steps' callables are typed for the sync client (see Command); here they get the async one.
+        client: Any = self._clients[step.on]
+        if isinstance(step, Command):
+            return cast(Awaitable[Any], step.send(client))
+        if isinstance(step, Batch):
+            pipe = client.pipeline(transaction=step.transaction)
+            step.queue(pipe)
+            return cast(Awaitable[Any], pipe.execute())
+        script = self._scripts.get((step.on, step.source))
+        if script is None:
+            script = self._scripts[(step.on, step.source)] = client.register_script(step.source)
+        return cast(Awaitable[Any], script(keys=list(step.keys), args=list(step.args)))
+
+
+class _SyncTwin(Protocol):
+    @property
+    def ops(self) -> Any: ...
+    @property
+    def runner(self) -> Runner: ...
+
+
+class _AsyncTwin(Protocol):
+    @property
+    def ops(self) -> Any: ...
+    @property
+    def runner(self) -> AsyncRunner: ...
+
+
+class SyncOp(Generic[P, T]):
+    """A method of a sync twin: runs the operation on `self.ops` with `self.runner`."""
+
+    def __init__(self, op: Callable[Concatenate[Any, P], Op[T]]) -> None:
+        self.op = op
+        self.__doc__ = op.__doc__
+
+    @overload
+    def __get__(self, twin: None, owner: type) -> SyncOp[P, T]: ...
+    @overload
+    def __get__(self, twin: _SyncTwin, owner: type) -> Callable[P, T]: ...
+    def __get__(self, twin: _SyncTwin | None, owner: type) -> SyncOp[P, T] | Callable[P, T]:
+        if twin is None:
+            return self
+        op, ops, runner = self.op, twin.ops, twin.runner
+
+        def method(*args: P.args, **kwargs: P.kwargs) -> T:
+            return runner(op(ops, *args, **kwargs))
+
+        return method
+
+
+class AsyncOp(Generic[P, T]):
+    """A method of an async twin: awaits the operation on `self.ops` with `self.runner`."""
+
+    def __init__(self, op: Callable[Concatenate[Any, P], Op[T]]) -> None:
+        self.op = op
+        self.__doc__ = op.__doc__
+
+    @overload
+    def __get__(self, twin: None, owner: type) -> AsyncOp[P, T]: ...
+    @overload
+    def __get__(self, twin: _AsyncTwin, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    def __get__(
+        self, twin: _AsyncTwin | None, owner: type
+    ) -> AsyncOp[P, T] | Callable[P, Coroutine[Any, Any, T]]:
+        if twin is None:
+            return self
+        op, ops, runner = self.op, twin.ops, twin.runner
+
+        async def method(*args: P.args, **kwargs: P.kwargs) -> T:
+            return await runner(op(ops, *args, **kwargs))
+
+        return method
