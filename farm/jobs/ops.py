@@ -139,10 +139,14 @@ class JobOps:
         id exists already (idempotent resubmission)."""
         k = self.keys(spec.job_id)
         args = _create_args(spec, task_ids, self.ttl_s, init)
+        # The viewer's index first (NX: a resubmission keeps its entry): once the init message is out, a
+        # no-op job can end within milliseconds, and the API registers its wait for the job's end only
+        # after this returns, with no await in between (farm/api/waiter.py). A round trip after the push
+        # let ~1 % of /process calls miss the end and sleep a whole RECHECK_S.
+        yield Command(lambda r: r.zadd(keys.JOBS_INDEX, {spec.job_id: args[3]}, nx=True))
         if not (yield Script(scripts.CREATE, [k.job, k.active, *self._queue(init)], args)):
             return False
         yield from self._pushed(init)
-        yield Command(lambda r: r.zadd(keys.JOBS_INDEX, {spec.job_id: args[3]}))
         return True
 
     def begin_stage(self, job_id: str, stage: str, owner: str) -> Op[tuple[str, JobRecord | None, int]]:
