@@ -171,7 +171,7 @@ class HFChatTokenizer(ChatTokenizer):
         self.hf = hf
         self.name = name
         self.eot_token = hf.eos_token
-        self.eos_token_id = int(hf.convert_tokens_to_ids(self.eot_token))  # type: ignore[arg-type]
+        self.eos_token_id = int(cast(Any, hf).convert_tokens_to_ids(self.eot_token))  # stubs: int | list
         self.vocab_size = len(hf)
         self._lock = threading.Lock()
         self.family = detect_family(self._is_single_token)

@@ -16,6 +16,7 @@ import random
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -241,7 +242,7 @@ def build(out: Path, vocab_size: int, seed: int = 0) -> PreTrainedTokenizerFast:
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
 
-    wrapped = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+    wrapped: PreTrainedTokenizerFast = cast(Any, PreTrainedTokenizerFast)(  # untyped in some releases
         tokenizer_object=tokenizer,
         eos_token=IM_END,
         pad_token=ENDOFTEXT,
