@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import mistral_common
+from mistral_common.exceptions import MistralCommonException
 from mistral_common.protocol.instruct.normalize import get_normalizer
 from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.protocol.instruct.validator import ValidationMode
@@ -99,8 +100,13 @@ class MistralCodec:
         )
         # The normalizer without the validator: the validator refuses a conversation that ends with an
         # assistant turn, which assistant_text and continuation_ids render on purpose.
-        instruct = self._normalizer.from_chat_completion_request(request)
-        return list(self.mistral.instruct_tokenizer.encode_instruct(instruct).tokens)
+        try:
+            instruct = self._normalizer.from_chat_completion_request(request)
+            return list(self.mistral.instruct_tokenizer.encode_instruct(instruct).tokens)
+        except MistralCommonException as exc:
+            # e.g. an assistant turn with neither text nor calls: the format cannot write it. A ValueError
+            # is what the callers turn into a 400 (the reference LLM, as vLLM's mistral mode answers).
+            raise ValueError(f"the Mistral request encoder refuses this conversation: {exc}") from None
 
 
 def _openai_message(message: Mapping[str, Any]) -> dict[str, Any]:

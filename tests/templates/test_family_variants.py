@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from farm.agent.conversation import TokenConversation
@@ -106,6 +106,7 @@ def test_invariant_and_family_parsing_over_message_sequences(
 @pytest.mark.parametrize("source", SOURCES)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plans=st.lists(turn, min_size=1, max_size=3), question=words)
+@example(plans=[{"content": " ", "reasoning": None, "calls": [], "reply": "go on"}], question="q")
 def test_a_rendered_prompt_reads_back_into_its_messages(
     source: str, plans: list[dict[str, Any]], question: str
 ) -> None:
@@ -120,6 +121,12 @@ def test_a_rendered_prompt_reads_back_into_its_messages(
         for call, parsed in zip(message.get("tool_calls", []), parsed_calls, strict=True):
             call["function"]["arguments"] = parsed.arguments
         messages += [message, *replies(plan, parsed_calls)]
+    if tokenizer.family == "mistral" and any(
+        m["role"] == "assistant" and not m["content"] and not m.get("tool_calls") for m in messages
+    ):  # a turn sampled as whitespace: Mistral's format cannot write an empty assistant turn
+        with pytest.raises(ValueError, match="refuses this conversation"):
+            tokenizer.render(messages, TOOLS, add_generation_prompt=True)
+        return
     read = tokenizer.parse_prompt(tokenizer.render(messages, TOOLS, add_generation_prompt=True))
     got = [m for m in read.messages if m["role"] != "system"]
     assert [m["role"] for m in got] == [m["role"] for m in messages]
