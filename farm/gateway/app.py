@@ -463,12 +463,9 @@ def _stream_head(
 async def model_call(request: Request, runtime: GatewayRuntime, session_id: str, route: str) -> Response:
     """Serve one model call; `route` is the path after the session id (`v1/chat/completions`, ...).
     Shared by the FastAPI routes below and the ASGI fast path (farm/gateway/fast_path.py)."""
-    if route == "v1/chat/completions":
-        return await _model_call(request, runtime, session_id, OPENAI_CHAT)
-    if route == "v1/responses":
-        return await _model_call(request, runtime, session_id, OPENAI_RESPONSES)
-    if route == "v1/messages":
-        return await _model_call(request, runtime, session_id, ANTHROPIC)
+    provider = _ROUTE_PROVIDERS.get(route)
+    if provider is not None:
+        return await _model_call(request, runtime, session_id, provider)
     return await _google(request, runtime, session_id, route.rpartition("/")[2])
 
 
