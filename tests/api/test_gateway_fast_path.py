@@ -38,6 +38,15 @@ def test_model_routes_are_served_by_the_fast_path(path: str, route: str) -> None
         "/gateway/sessions/s1/chat/completions",  # provider detection
         "/gateway/sessions",
         "/gateway/sessions/s1/v1/models",
+        # an attacker's paths to the bearer-token routes: never served by the fast path, whose handler
+        # knows no token (they reach FastAPI and its require_token dependency)
+        "/gateway/sessions/s1/export",
+        "/gateway/sessions/s1/reward",
+        "/gateway/sessions/s1/end",
+        "/gateway/sessions/s1/v1/models/../../export",
+        "/gateway/sessions/s1/v1/chat/completions/../../export",
+        "/gateway/sessions/s1/v1/models/x/../../../end",
+        "/gateway/sessions/a/b/v1/chat/completions",
     ],
 )
 def test_other_paths_go_to_fastapi(path: str) -> None:
