@@ -103,11 +103,14 @@ def _expired(leases: str, now: float, limit: int) -> Command:
 class JobOps:
     """The operations on the jobs of one layout (a plain Redis or a cluster's buckets)."""
 
-    def __init__(self, layout: Layout, ttl_s: int, separate_broker: bool) -> None:
+    def __init__(self, layout: Layout, ttl_s: int, separate_broker: bool, cluster: bool = False) -> None:
         self.layout = layout
         self.ttl_s = ttl_s
         self.separate_broker = separate_broker
         """False: the broker is the jobs' Redis, and scripts push stage messages themselves."""
+        self.cluster = cluster
+        """True: farm-wide keys (the viewer's index) lie in other slots than a job's, so no job script
+        may touch them."""
         self._ready_checked: dict[str, float] = {}
         """node -> when this process last looked for stale members of its READY set."""
 
@@ -138,13 +141,11 @@ class JobOps:
         """Records the job and enqueues its init message; False (and nothing queued) when a job with this
         id exists already (idempotent resubmission)."""
         k = self.keys(spec.job_id)
-        args = _create_args(spec, task_ids, self.ttl_s, init)
-        # The viewer's index first (NX: a resubmission keeps its entry): once the init message is out, a
-        # no-op job can end within milliseconds, and the API registers its wait for the job's end only
-        # after this returns, with no await in between (farm/api/waiter.py). A round trip after the push
-        # let ~1 % of /process calls miss the end and sleep a whole RECHECK_S.
-        yield Command(lambda r: r.zadd(keys.JOBS_INDEX, {spec.job_id: args[3]}, nx=True))
-        if not (yield Script(scripts.CREATE, [k.job, k.active, *self._queue(init)], args)):
+        args = [*_create_args(spec, task_ids, self.ttl_s, init), "" if self.cluster else "1"]
+        index = [] if self.cluster else [keys.JOBS_INDEX]
+        if self.cluster:  # NX: a resubmission keeps its entry
+            yield Command(lambda r: r.zadd(keys.JOBS_INDEX, {spec.job_id: args[3]}, nx=True))
+        if not (yield Script(scripts.CREATE, [k.job, k.active, *index, *self._queue(init)], args)):
             return False
         yield from self._pushed(init)
         return True

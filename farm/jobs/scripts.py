@@ -47,10 +47,11 @@ local function drop_ready(job_key)
 end
 """
 
-# KEYS: job, active[, init queue list]
-# ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url, init message
+# KEYS: job, active[, jobs index][, init queue list]
+# ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url, init message, index given
 # With the queue list given, the job and its init message exist together or not at all
-# (farm/jobs/messages.py).
+# (farm/jobs/messages.py). The viewer's index is written here on a plain Redis; on a cluster it lies in
+# another slot and the caller writes it.
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'task_ids', ARGV[3], 'state', 'queued',
@@ -58,7 +59,12 @@ redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'task_ids', ARGV[3], 'state', 'queu
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'callback_url', ARGV[7]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[1])
-if KEYS[3] then redis.call('LPUSH', KEYS[3], ARGV[8]) end
+if ARGV[9] == '1' then
+  redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[1])
+  if KEYS[4] then redis.call('LPUSH', KEYS[4], ARGV[8]) end
+elseif KEYS[3] then
+  redis.call('LPUSH', KEYS[3], ARGV[8])
+end
 return 1
 """
 
