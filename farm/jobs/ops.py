@@ -233,16 +233,19 @@ class JobOps:
         yield Script(scripts.REVOKE, [k.job, k.revoked], [job_id, time.time(), REVOKED_KEEP_S])
 
     def count_infra_retry(self, job_id: str) -> Op[int]:
-        """Counts a stage sent again outside a script (the stall sweep); the job's retry count."""
+        """Counts a stage sent again outside a script (the stall sweep); the job's retry count (-1: the
+        job is gone)."""
         k = self.keys(job_id)
-        retries = int((yield Command(lambda r: r.hincrby(k.job, JobField.INFRA_RETRIES, 1))))
-        yield Command(lambda r: r.hincrby(k.stats, "retries_total:infra", 1))
-        return retries
+        return int((yield Script(scripts.COUNT_INFRA_RETRY, [k.job, k.stats])))
 
     def add_queued_time(self, job_id: str, seconds: float) -> Op[None]:
         """Time a started stage spent waiting (for a READY slot) counts as queued, not in-stage."""
-        job_key = self.layout.job(job_id)
-        yield Command(lambda r: r.hincrbyfloat(job_key, JobField.T_QUEUED, seconds))
+        yield Script(scripts.ADD_IF_LIVE, [self.layout.job(job_id)], [JobField.T_QUEUED, seconds])
+
+    def set_fields(self, job_id: str, fields: dict[str, str]) -> Op[bool]:
+        """Writes plain fields of a job that still exists (False: it is gone, nothing written)."""
+        flat = [item for pair in fields.items() for item in pair]
+        return bool((yield Script(scripts.SET_IF_LIVE, [self.layout.job(job_id)], flat)))
 
     # --- READY slots -------------------------------------------------------------------------------
 
@@ -254,7 +257,7 @@ class JobOps:
             args: list[ScriptArg] = [job_id, time.time(), limit]
             taken = int((yield Script(scripts.TAKE_READY_SLOT, [keys.ready(node)], args)))
             if taken == 2:
-                yield Command(lambda r: r.hset(self.layout.job(job_id), JobField.READY_NODE, node))
+                yield from self.set_fields(job_id, {JobField.READY_NODE: node})
             if taken or attempt or time.monotonic() - self._ready_checked.get(node, -1e9) < READY_SETTLE_S:
                 return bool(taken)
             self._ready_checked[node] = time.monotonic()

@@ -257,6 +257,30 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'revoked'
 return 1
 """
 
+# KEYS: job   ARGV: field, value[, field, value ...]
+# A write to a job outside the stage scripts (a pin taken, the READY node): only while the job's hash
+# exists, so a job that expired or was deleted meanwhile is not recreated as a stub without a TTL.
+SET_IF_LIVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+# KEYS: job   ARGV: field, amount.  The same for a float counter (time a started stage spent queued).
+ADD_IF_LIVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HINCRBYFLOAT', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+# KEYS: job, stats.  A stage sent again outside a script (the stall sweep): the job's infrastructure
+# retries so far, or -1 if the job is gone.
+COUNT_INFRA_RETRY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+redis.call('HINCRBY', KEYS[2], 'retries_total:infra', 1)
+return redis.call('HINCRBY', KEYS[1], 'infra_retries', 1)
+"""
+
 # KEYS: ready set of a node   ARGV: job_id, now, limit
 # The READY buffer's door: 2 when the job now takes one of the node's `limit` slots, 1 when it held one
 # already, 0 when the node is full. (The store then records `ready_node` in the job's hash, and clears

@@ -78,6 +78,7 @@ class JobStore:
     revoke = SyncOp(JobOps.revoke)
     counts_by_state = SyncOp(JobOps.counts_by_state)
     count_infra_retry = SyncOp(JobOps.count_infra_retry)
+    set_fields = SyncOp(JobOps.set_fields)
     prune_index = SyncOp(JobOps.prune_index)
 
 
