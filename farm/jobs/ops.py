@@ -159,13 +159,18 @@ class JobOps:
         return _s(verdict), _record(flat), int(token)
 
     def renew(self, leases: dict[str, int]) -> Op[set[str]]:
-        """Renews every (job id -> token) lease; returns the job ids whose lease is lost."""
+        """Renews every (job id -> token) lease, one round trip per bucket; returns the job ids whose
+        lease is lost."""
         expires = time.time() + LEASE_TTL_S
-        lost = set()
+        by_bucket: dict[str, list[tuple[str, int]]] = {}
         for job_id, token in leases.items():
-            k = self.keys(job_id)
-            if not (yield Script(scripts.RENEW, [k.job, k.leases], [token, expires, job_id])):
-                lost.add(job_id)
+            by_bucket.setdefault(self.layout.tag(job_id), []).append((job_id, token))
+        lost: set[str] = set()
+        for tag, held in by_bucket.items():
+            job_keys = [self.layout.job(job_id) for job_id, _ in held]
+            args: list[ScriptArg] = [expires, *(x for job_id, token in held for x in (token, job_id))]
+            gone = yield Script(scripts.RENEW, [keys.leases(tag), *job_keys], args)
+            lost |= {_s(job_id) for job_id in gone}
         return lost
 
     def end_stage(

@@ -140,12 +140,21 @@ return {'go', flat_hash(job), token, ready}
 """
 )
 
-# KEYS: job, leases   ARGV: token, expires, job_id.  1 if renewed, 0 if the lease is no longer ours.
+# KEYS: leases, job 1, job 2, ...   ARGV: expires, then token, job_id of each job in KEYS order.
+# Renews the leases of a worker's jobs (of one bucket) in one round trip; returns the ids of the jobs
+# whose lease is no longer ours.
 RENEW = """
-if redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'lease_expires', ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
-return 1
+local lost = {}
+for i = 2, #KEYS do
+  local token, job_id = ARGV[2 * i - 2], ARGV[2 * i - 1]
+  if redis.call('HGET', KEYS[i], 'lease_token') == token then
+    redis.call('HSET', KEYS[i], 'lease_expires', ARGV[1])
+    redis.call('ZADD', KEYS[1], ARGV[1], job_id)
+  else
+    lost[#lost + 1] = job_id
+  end
+end
+return lost
 """
 
 # KEYS: job, stats, leases[, next stage's queue list]

@@ -310,3 +310,19 @@ def test_writes_outside_the_stage_scripts_never_recreate_a_vanished_job(store: J
     store.take_ready_slot("j1", "n2", limit=2)
     assert not store.r.exists(job)
     assert store.r.hget(BUCKET.stats, "retries_total:infra") == "1"  # the gone job's retry not counted
+
+
+def test_renew_extends_the_leases_still_held_and_names_the_lost(store: JobStore) -> None:
+    for job_id in ("a", "b", "c"):
+        create(store, job_id)
+    tokens = {job_id: store.begin_stage(job_id, "init", "w1")[2] for job_id in ("a", "b", "c")}
+    before = {job_id: store.r.zscore(BUCKET.leases, job_id) for job_id in tokens}
+    assert end(store, "c", "init", tokens["c"])  # c's stage ended: its lease was given back
+    time.sleep(0.01)  # so that a renewed expiry is later than the first one
+    lost = store.renew({"a": tokens["a"], "b": tokens["b"] + 1, "c": tokens["c"], "gone": 7})
+    assert lost == {"b", "c", "gone"}
+    assert store.r.zscore(BUCKET.leases, "a") > before["a"]
+    assert store.r.zscore(BUCKET.leases, "b") == before["b"]  # a stale token renews nothing
+    renewed = float(store.r.hget(store.keys("a").job, JobField.LEASE_EXPIRES))
+    assert renewed == store.r.zscore(BUCKET.leases, "a")
+    assert store.renew({}) == set()
