@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
+from containers.results import ExecResult
 from farm.builders import builder_names
 from farm.errors import JobCancelled, LeaseLost, WorkerDraining
 from farm.handler.context import JobContext
@@ -38,6 +39,8 @@ RESERVE_FRACTION = 0.1
 RESERVE_MIN_S = 2.0
 RESERVE_MAX_S = 30.0
 HARNESS_OUTPUT_LIMIT = 4 * 1024 * 1024
+Outcome = Literal["completed", "timeout", "cancelled"]
+"""RunOutput.outcome."""
 _NOT_SESSION_METADATA = ("model", "sampling_params")
 """Gateway session metadata keys that steer the gateway: never copied from the job's own metadata."""
 
@@ -145,7 +148,7 @@ class HarnessHandler(AgentHandler):
                 budget, limit = harness_budget(ctx.remaining(), inst.timeout_s)
                 started = time.monotonic()
                 if budget <= 0:
-                    outcome: Any = None
+                    outcome: ExecResult | Interrupted | None = None
                 else:
                     outcome = run_interruptible(
                         sandbox,
@@ -188,7 +191,7 @@ class HarnessHandler(AgentHandler):
             traces=traces,
             artifacts=artifacts,
             finish_reason=finish_reason,
-            outcome=kind,  # type: ignore[arg-type]
+            outcome=kind,
             metadata={
                 "harness": inst.harness,
                 "gateway_api": plan.api,
@@ -236,7 +239,7 @@ class HarnessHandler(AgentHandler):
                 )
 
     @staticmethod
-    def outcome(outcome: Any, limit: str) -> tuple[str, str]:
+    def outcome(outcome: ExecResult | Interrupted | None, limit: str) -> tuple[Outcome, str]:
         """(RunOutput outcome, finish reason) of the harness command."""
         if outcome is None:
             return "timeout", "deadline"

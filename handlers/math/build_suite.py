@@ -12,6 +12,7 @@ import random
 from fractions import Fraction
 from math import comb, factorial, gcd
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 SAY = "The computation gives {{ tool_output }}, so the answer is \\boxed{ {{- tool_output -}} }."
@@ -90,7 +91,7 @@ def _evaluate(code: str) -> str:
     return str(scope["ans"])
 
 
-def build() -> tuple[list[dict], list[dict]]:
+def build() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
     rng = random.Random(20261122)
     problems, scripts = [], []
     for i, (question, code) in enumerate(_problems(rng)):
