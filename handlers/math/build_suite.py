@@ -18,10 +18,6 @@ HERE = Path(__file__).parent
 SAY = "The computation gives {{ tool_output }}, so the answer is \\boxed{ {{- tool_output -}} }."
 
 
-def _primes_below(n: int) -> int:
-    return sum(all(k % d for d in range(2, int(k**0.5) + 1)) for k in range(2, n))
-
-
 Problem = tuple[str, str]
 """(question, python code that sets `ans` to the answer)."""
 
