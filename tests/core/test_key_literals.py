@@ -19,7 +19,8 @@ KEY_LITERAL = re.compile(r"""^farm:[a-z_]+""")
 CALL = re.compile(r"""redis\.call\(\s*'([A-Za-z]+)'\s*,\s*([^,)]+)""")
 NOT_A_KEY = {"PUBLISH"}
 """Commands whose first argument is no key (a channel)."""
-KEY_ARGUMENT = re.compile(r"KEYS\[\d+\]|[a-z_]*key")
+KEY_ARGUMENT = re.compile(r"KEYS\[(\d+|[a-z])\]|[a-z_]*key")
+"""A key from KEYS[] (by number, or by a loop index over it), or a variable holding one."""
 VERDICTS = {"missing", "terminal", "done", "leased", "revoked", "expired", "go"}
 STATS = {"stage_seconds_sum:", "stage_count:", "jobs_total:", "retries_total:infra"}
 """Counters of a bucket's stats hash (farm/keys.py)."""
