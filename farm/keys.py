@@ -153,6 +153,8 @@ class Layout:
     buckets: int = 1
 
     def tag(self, job_id: str) -> str:
+        if self.buckets == 1:
+            return "j0"
         return f"j{zlib.crc32(job_id.encode()) % self.buckets}"
 
     def tags(self) -> list[str]:

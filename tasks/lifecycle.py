@@ -87,7 +87,7 @@ def _context(
     def policy_factory(ctx: JobContext) -> PolicyClient:
         if attempt is not None and not attempt.pinned:
             attempt.pinned = True  # remembered in the record, so whichever stage ends the job releases it
-            job_store().r.hset(job_store().layout.job(ctx.job_id), JobField.BACKEND_PINNED, "1")
+            job_store().set_fields(ctx.job_id, {JobField.BACKEND_PINNED: "1"})
         return PolicyClient(backend_pool(), ctx.job_id, ctx.check, ctx.remaining)
 
     return JobContext(

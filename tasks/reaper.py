@@ -89,7 +89,10 @@ def resend_if_stuck(store: JobStore, job_id: str, stage: str | None = None) -> b
     stage = stage or next((s for s in STAGES if not record.stage_done(s)), None)
     if stage is None or record.stage_done(stage):
         return False
-    resend(store, job_id, stage, store.count_infra_retry(job_id), record.node or "")
+    retries = store.count_infra_retry(job_id)
+    if retries < 0:  # gone meanwhile
+        return False
+    resend(store, job_id, stage, retries, record.node or "")
     return True
 
 

@@ -66,10 +66,12 @@ async def process(body: ProcessRequest, farm: FarmState = Depends(farm_state)) -
         callback_url=body.callback_url,
         priority=body.priority,
     )
-    created = await farm.submitter.submit(spec)  # an existing job id is not queued again
     if not body.wait:
+        await farm.submitter.submit(spec)  # an existing job id is not queued again
         return JSONResponse({"job_id": spec.job_id}, status_code=202)
-    peek = await farm.waiter.wait(spec.job_id, farm.settings.process_wait_s, just_created=created)
+    with farm.waiter.watch(spec.job_id) as watch:
+        created = await farm.submitter.submit(spec)
+        peek = await watch.result(farm.settings.process_wait_s, just_created=created)
     if peek is None:
         raise HTTPException(status_code=404, detail=f"job {spec.job_id} expired")
     if peek.result_json is None:

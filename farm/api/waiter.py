@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
@@ -62,29 +64,42 @@ class JobWaiter:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
 
-    async def wait(self, job_id: str, timeout_s: float, just_created: bool = False) -> JobPeek | None:
-        """The job's state and stored result once terminal, or its state when the timeout passes
-        (None if unknown). Reads two fields per wake-up, never the whole record; a job `just_created`
-        by this coroutine is not read before its first wake-up (it is queued: nothing ran yet, and its
-        end cannot be announced before this registers, as no await comes between the two)."""
+    @contextlib.contextmanager
+    def watch(self, job_id: str) -> Iterator[JobWatch]:
+        """Listens for the end of `job_id` from now on. Enter it before creating the job: a no-op job
+        can end before the coroutine that created it runs again (its end is then not missed)."""
         event = asyncio.Event()
         self._events[job_id].append(event)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        unread = just_created
         try:
-            while True:
-                if unread:
-                    unread = False
-                else:
-                    peek = await self.store.peek(job_id)
-                    if peek is None or peek.terminal or loop.time() >= deadline:
-                        return peek
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(RECHECK_S, deadline - loop.time())):
-                        await event.wait()
-                event.clear()
+            yield JobWatch(self.store, job_id, event)
         finally:
             self._events[job_id].remove(event)
             if not self._events[job_id]:
                 del self._events[job_id]
+
+
+@dataclass
+class JobWatch:
+    store: AsyncJobStore
+    job_id: str
+    event: asyncio.Event
+
+    async def result(self, timeout_s: float, just_created: bool = False) -> JobPeek | None:
+        """The job's state and stored result once terminal, or its state when the timeout passes
+        (None if unknown). Reads two fields per wake-up, never the whole record; a job `just_created`
+        while this watch was open is not read before its first wake-up (nothing ran yet when the watch
+        opened, so its end wakes it)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        unread = just_created
+        while True:
+            if unread:
+                unread = False
+            else:
+                peek = await self.store.peek(self.job_id)
+                if peek is None or peek.terminal or loop.time() >= deadline:
+                    return peek
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(RECHECK_S, deadline - loop.time())):
+                    await self.event.wait()
+            self.event.clear()

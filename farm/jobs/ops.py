@@ -103,11 +103,14 @@ def _expired(leases: str, now: float, limit: int) -> Command:
 class JobOps:
     """The operations on the jobs of one layout (a plain Redis or a cluster's buckets)."""
 
-    def __init__(self, layout: Layout, ttl_s: int, separate_broker: bool) -> None:
+    def __init__(self, layout: Layout, ttl_s: int, separate_broker: bool, cluster: bool = False) -> None:
         self.layout = layout
         self.ttl_s = ttl_s
         self.separate_broker = separate_broker
         """False: the broker is the jobs' Redis, and scripts push stage messages themselves."""
+        self.cluster = cluster
+        """True: farm-wide keys (the viewer's index) lie in other slots than a job's, so no job script
+        may touch them."""
         self._ready_checked: dict[str, float] = {}
         """node -> when this process last looked for stale members of its READY set."""
 
@@ -138,13 +141,11 @@ class JobOps:
         """Records the job and enqueues its init message; False (and nothing queued) when a job with this
         id exists already (idempotent resubmission)."""
         k = self.keys(spec.job_id)
-        args = _create_args(spec, task_ids, self.ttl_s, init)
-        # The viewer's index first (NX: a resubmission keeps its entry): once the init message is out, a
-        # no-op job can end within milliseconds, and the API registers its wait for the job's end only
-        # after this returns, with no await in between (farm/api/waiter.py). A round trip after the push
-        # let ~1 % of /process calls miss the end and sleep a whole RECHECK_S.
-        yield Command(lambda r: r.zadd(keys.JOBS_INDEX, {spec.job_id: args[3]}, nx=True))
-        if not (yield Script(scripts.CREATE, [k.job, k.active, *self._queue(init)], args)):
+        args = [*_create_args(spec, task_ids, self.ttl_s, init), "" if self.cluster else "1"]
+        index = [] if self.cluster else [keys.JOBS_INDEX]
+        if self.cluster:  # NX: a resubmission keeps its entry
+            yield Command(lambda r: r.zadd(keys.JOBS_INDEX, {spec.job_id: args[3]}, nx=True))
+        if not (yield Script(scripts.CREATE, [k.job, k.active, *index, *self._queue(init)], args)):
             return False
         yield from self._pushed(init)
         return True
@@ -158,13 +159,18 @@ class JobOps:
         return _s(verdict), _record(flat), int(token)
 
     def renew(self, leases: dict[str, int]) -> Op[set[str]]:
-        """Renews every (job id -> token) lease; returns the job ids whose lease is lost."""
+        """Renews every (job id -> token) lease, one round trip per bucket; returns the job ids whose
+        lease is lost."""
         expires = time.time() + LEASE_TTL_S
-        lost = set()
+        by_bucket: dict[str, list[tuple[str, int]]] = {}
         for job_id, token in leases.items():
-            k = self.keys(job_id)
-            if not (yield Script(scripts.RENEW, [k.job, k.leases], [token, expires, job_id])):
-                lost.add(job_id)
+            by_bucket.setdefault(self.layout.tag(job_id), []).append((job_id, token))
+        lost: set[str] = set()
+        for tag, held in by_bucket.items():
+            job_keys = [self.layout.job(job_id) for job_id, _ in held]
+            args: list[ScriptArg] = [expires, *(x for job_id, token in held for x in (token, job_id))]
+            gone = yield Script(scripts.RENEW, [keys.leases(tag), *job_keys], args)
+            lost |= {_s(job_id) for job_id in gone}
         return lost
 
     def end_stage(
@@ -232,16 +238,19 @@ class JobOps:
         yield Script(scripts.REVOKE, [k.job, k.revoked], [job_id, time.time(), REVOKED_KEEP_S])
 
     def count_infra_retry(self, job_id: str) -> Op[int]:
-        """Counts a stage sent again outside a script (the stall sweep); the job's retry count."""
+        """Counts a stage sent again outside a script (the stall sweep); the job's retry count (-1: the
+        job is gone)."""
         k = self.keys(job_id)
-        retries = int((yield Command(lambda r: r.hincrby(k.job, JobField.INFRA_RETRIES, 1))))
-        yield Command(lambda r: r.hincrby(k.stats, "retries_total:infra", 1))
-        return retries
+        return int((yield Script(scripts.COUNT_INFRA_RETRY, [k.job, k.stats])))
 
     def add_queued_time(self, job_id: str, seconds: float) -> Op[None]:
         """Time a started stage spent waiting (for a READY slot) counts as queued, not in-stage."""
-        job_key = self.layout.job(job_id)
-        yield Command(lambda r: r.hincrbyfloat(job_key, JobField.T_QUEUED, seconds))
+        yield Script(scripts.ADD_IF_LIVE, [self.layout.job(job_id)], [JobField.T_QUEUED, seconds])
+
+    def set_fields(self, job_id: str, fields: dict[str, str]) -> Op[bool]:
+        """Writes plain fields of a job that still exists (False: it is gone, nothing written)."""
+        flat = [item for pair in fields.items() for item in pair]
+        return bool((yield Script(scripts.SET_IF_LIVE, [self.layout.job(job_id)], flat)))
 
     # --- READY slots -------------------------------------------------------------------------------
 
@@ -253,7 +262,7 @@ class JobOps:
             args: list[ScriptArg] = [job_id, time.time(), limit]
             taken = int((yield Script(scripts.TAKE_READY_SLOT, [keys.ready(node)], args)))
             if taken == 2:
-                yield Command(lambda r: r.hset(self.layout.job(job_id), JobField.READY_NODE, node))
+                yield from self.set_fields(job_id, {JobField.READY_NODE: node})
             if taken or attempt or time.monotonic() - self._ready_checked.get(node, -1e9) < READY_SETTLE_S:
                 return bool(taken)
             self._ready_checked[node] = time.monotonic()

@@ -47,10 +47,11 @@ local function drop_ready(job_key)
 end
 """
 
-# KEYS: job, active[, init queue list]
-# ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url, init message
+# KEYS: job, active[, jobs index][, init queue list]
+# ARGV: job_id, spec json, task_ids json, now, ttl, timeout_s, callback_url, init message, index given
 # With the queue list given, the job and its init message exist together or not at all
-# (farm/jobs/messages.py).
+# (farm/jobs/messages.py). The viewer's index is written here on a plain Redis; on a cluster it lies in
+# another slot and the caller writes it.
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'task_ids', ARGV[3], 'state', 'queued',
@@ -58,7 +59,12 @@ redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'task_ids', ARGV[3], 'state', 'queu
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'callback_url', ARGV[7]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('SADD', KEYS[2], ARGV[1])
-if KEYS[3] then redis.call('LPUSH', KEYS[3], ARGV[8]) end
+if ARGV[9] == '1' then
+  redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[1])
+  if KEYS[4] then redis.call('LPUSH', KEYS[4], ARGV[8]) end
+elseif KEYS[3] then
+  redis.call('LPUSH', KEYS[3], ARGV[8])
+end
 return 1
 """
 
@@ -134,12 +140,21 @@ return {'go', flat_hash(job), token, ready}
 """
 )
 
-# KEYS: job, leases   ARGV: token, expires, job_id.  1 if renewed, 0 if the lease is no longer ours.
+# KEYS: leases, job 1, job 2, ...   ARGV: expires, then token, job_id of each job in KEYS order.
+# Renews the leases of a worker's jobs (of one bucket) in one round trip; returns the ids of the jobs
+# whose lease is no longer ours.
 RENEW = """
-if redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'lease_expires', ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
-return 1
+local lost = {}
+for i = 2, #KEYS do
+  local token, job_id = ARGV[2 * i - 2], ARGV[2 * i - 1]
+  if redis.call('HGET', KEYS[i], 'lease_token') == token then
+    redis.call('HSET', KEYS[i], 'lease_expires', ARGV[1])
+    redis.call('ZADD', KEYS[1], ARGV[1], job_id)
+  else
+    lost[#lost + 1] = job_id
+  end
+end
+return lost
 """
 
 # KEYS: job, stats, leases[, next stage's queue list]
@@ -249,6 +264,30 @@ redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], 0, tonumber(ARGV[2]) - tonumber(ARGV[3]))
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'revoked', '1') end
 return 1
+"""
+
+# KEYS: job   ARGV: field, value[, field, value ...]
+# A write to a job outside the stage scripts (a pin taken, the READY node): only while the job's hash
+# exists, so a job that expired or was deleted meanwhile is not recreated as a stub without a TTL.
+SET_IF_LIVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+# KEYS: job   ARGV: field, amount.  The same for a float counter (time a started stage spent queued).
+ADD_IF_LIVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HINCRBYFLOAT', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+# KEYS: job, stats.  A stage sent again outside a script (the stall sweep): the job's infrastructure
+# retries so far, or -1 if the job is gone.
+COUNT_INFRA_RETRY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+redis.call('HINCRBY', KEYS[2], 'retries_total:infra', 1)
+return redis.call('HINCRBY', KEYS[1], 'infra_retries', 1)
 """
 
 # KEYS: ready set of a node   ARGV: job_id, now, limit

@@ -31,11 +31,13 @@ __all__ = [
 ]
 
 
+def _is_cluster(client: object) -> bool:
+    return isinstance(client, redis.RedisCluster | aioredis.RedisCluster)
+
+
 def _layout_for(client: object) -> Layout:
     """A cluster client spreads jobs over the cluster's buckets whatever this process's settings say."""
-    if isinstance(client, redis.RedisCluster | aioredis.RedisCluster):
-        return Layout(keys.CLUSTER_BUCKETS)
-    return keys.layout()
+    return Layout(keys.CLUSTER_BUCKETS) if _is_cluster(client) else keys.layout()
 
 
 class JobStore:
@@ -51,7 +53,7 @@ class JobStore:
         self.layout = layout or _layout_for(client)
         self.broker = broker
         """None: the broker is this Redis, and scripts push stage messages themselves."""
-        self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None)
+        self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None, cluster=_is_cluster(client))
         self.runner = Runner(client, broker)
 
     def keys(self, job_id: str) -> JobKeys:
@@ -76,6 +78,7 @@ class JobStore:
     revoke = SyncOp(JobOps.revoke)
     counts_by_state = SyncOp(JobOps.counts_by_state)
     count_infra_retry = SyncOp(JobOps.count_infra_retry)
+    set_fields = SyncOp(JobOps.set_fields)
     prune_index = SyncOp(JobOps.prune_index)
 
 
@@ -91,7 +94,7 @@ class AsyncJobStore:
         self.ttl_s = ttl_s
         self.layout = layout or _layout_for(client)
         self.broker = broker
-        self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None)
+        self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None, cluster=_is_cluster(client))
         self.runner = AsyncRunner(client, broker)
 
     def keys(self, job_id: str) -> JobKeys:

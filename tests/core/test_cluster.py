@@ -99,6 +99,11 @@ def test_jobs_run_their_stages_on_the_cluster_with_the_broker_apart(
         create(store, messages, job_id)
     assert sorted(waiting(store.broker, messages, "init")) == sorted(f"{j}.init" for j in ids)  # type: ignore[arg-type]
     assert store.counts_by_state() == {"queued": len(ids)}
+    held = {job_id: store.begin_stage(job_id, "init", "w0")[2] for job_id in ids}
+    assert store.renew(held) == set()  # one script per bucket, each routed to its master
+    assert store.renew({**held, ids[0]: held[ids[0]] + 1}) == {ids[0]}
+    for job_id in ids:
+        store.release(job_id, held[job_id], restart_from_init=False)
     for job_id in ids:
         for stage in ("init", "run", "eval"):
             verdict, record, token = store.begin_stage(job_id, stage, "w1")

@@ -18,6 +18,7 @@ from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import LEASE_TTL_S, JobStore, terminal_result
 from farm.jobs.tally import derived_stats, transitions
+from farm.keys import JobField
 from farm.models.results import JobState, StageError
 
 NEXT = {"init": "q:run", "run": "q:eval", "eval": "q:none"}
@@ -285,3 +286,43 @@ def test_a_full_ready_set_drops_members_that_no_longer_hold_a_slot(store: JobSto
     assert store.take_ready_slot("waiting", "n1", limit=2)
     assert set(store.r.zrange(ready, 0, -1)) == {"fresh", "waiting"}
     assert not store.take_ready_slot("gone", "n1", limit=2)  # full; checked again only after a while
+
+
+def test_writes_outside_the_stage_scripts_never_recreate_a_vanished_job(store: JobStore) -> None:
+    """A pin taken, a READY node, queued time, an infra retry: each reaches a live job and leaves a job
+    that expired or was deleted meanwhile gone (it used to come back as a stub hash without a TTL)."""
+    create(store)
+    job = store.keys("j1").job
+    assert store.set_fields("j1", {JobField.BACKEND_PINNED: "1"})
+    store.add_queued_time("j1", 0.25)
+    assert store.count_infra_retry("j1") == 1
+    assert store.take_ready_slot("j1", "n1", limit=2)
+    fields = store.r.hgetall(job)
+    assert fields[JobField.BACKEND_PINNED] == "1" and fields[JobField.READY_NODE] == "n1"
+    assert float(fields[JobField.T_QUEUED]) == 0.25 and fields[JobField.INFRA_RETRIES] == "1"
+    assert store.r.ttl(job) > 0
+
+    store.r.delete(job)
+    assert not store.set_fields("j1", {JobField.BACKEND_PINNED: "1"})
+    store.add_queued_time("j1", 0.25)
+    assert store.count_infra_retry("j1") == -1
+    store.r.delete(keys.ready("n2"))
+    store.take_ready_slot("j1", "n2", limit=2)
+    assert not store.r.exists(job)
+    assert store.r.hget(BUCKET.stats, "retries_total:infra") == "1"  # the gone job's retry not counted
+
+
+def test_renew_extends_the_leases_still_held_and_names_the_lost(store: JobStore) -> None:
+    for job_id in ("a", "b", "c"):
+        create(store, job_id)
+    tokens = {job_id: store.begin_stage(job_id, "init", "w1")[2] for job_id in ("a", "b", "c")}
+    before = {job_id: store.r.zscore(BUCKET.leases, job_id) for job_id in tokens}
+    assert end(store, "c", "init", tokens["c"])  # c's stage ended: its lease was given back
+    time.sleep(0.01)  # so that a renewed expiry is later than the first one
+    lost = store.renew({"a": tokens["a"], "b": tokens["b"] + 1, "c": tokens["c"], "gone": 7})
+    assert lost == {"b", "c", "gone"}
+    assert store.r.zscore(BUCKET.leases, "a") > before["a"]
+    assert store.r.zscore(BUCKET.leases, "b") == before["b"]  # a stale token renews nothing
+    renewed = float(store.r.hget(store.keys("a").job, JobField.LEASE_EXPIRES))
+    assert renewed == store.r.zscore(BUCKET.leases, "a")
+    assert store.renew({}) == set()
