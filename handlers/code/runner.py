@@ -19,6 +19,9 @@ so an endless loop costs one test, not the whole run. What SIGALRM cannot stop (
 solution swallowing the alarm) is left to the caller's timeout on the whole process.
 """
 
+# Annotations stay unevaluated: the sandbox's interpreter may be older than the farm's.
+from __future__ import annotations
+
 import json
 import linecache
 import os
@@ -27,6 +30,8 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Callable
+from typing import NoReturn
 
 TESTS_FILENAME = "<hidden_tests>"
 ERROR_CHARS = 400
@@ -36,11 +41,11 @@ class _Overrun(BaseException):
     """Raised by the alarm; a BaseException so that `except Exception` in a solution does not eat it."""
 
 
-def _on_alarm(signum, frame):
+def _on_alarm(signum: int, frame: types.FrameType | None) -> NoReturn:
     raise _Overrun()
 
 
-def _describe(exc):
+def _describe(exc: BaseException) -> str:
     """One line about a failure: the exception, and for a bare assert the asserting line of the tests."""
     try:
         text = f"{type(exc).__name__}: {exc}".rstrip(": ")
@@ -54,7 +59,7 @@ def _describe(exc):
     return text[:ERROR_CHARS]
 
 
-def _attempt(call, seconds):
+def _attempt(call: Callable[[], object], seconds: float) -> tuple[bool, str | None]:
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
     try:
         call()
@@ -67,7 +72,7 @@ def _attempt(call, seconds):
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _run_unit(call, seconds):
+def _run_unit(call: Callable[[], object], seconds: float) -> tuple[bool, str | None]:
     """(ok, error) of calling `call` with an alarm after `seconds`."""
     try:
         return _attempt(call, seconds)
@@ -75,7 +80,7 @@ def _run_unit(call, seconds):
         return False, f"timed out after {seconds:.1f} s"
 
 
-def main():
+def main() -> None:
     request = json.loads(sys.stdin.read())
     nonce = request["nonce"]
     names = list(request["names"])
@@ -85,7 +90,7 @@ def main():
     results = os.fdopen(os.dup(1), "w", encoding="utf-8")
     dumps = json.dumps
 
-    def emit(event):
+    def emit(event: dict[str, object]) -> None:
         results.write(nonce + " " + dumps(event) + "\n")
         results.flush()
 
@@ -101,7 +106,7 @@ def main():
     module.__file__ = TESTS_FILENAME
     sys.modules["hidden_tests"] = module
 
-    def load():
+    def load() -> None:
         exec(compile(source, TESTS_FILENAME, "exec"), module.__dict__)
 
     ok, error = _run_unit(load, (deadline - time.monotonic()) / (len(names) + 1))

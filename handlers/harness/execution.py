@@ -30,6 +30,14 @@ class Interrupted:
     result: ExecResult | None
 
 
+@dataclass
+class _Box:
+    """What the command's thread hands back to the stage's thread."""
+
+    result: ExecResult | None = None
+    error: BaseException | None = None
+
+
 def run_interruptible(
     sandbox: Sandbox,
     cmd: str | list[str],
@@ -42,15 +50,15 @@ def run_interruptible(
     output_limit: int | None = None,
 ) -> ExecResult | Interrupted:
     """The command's result, or Interrupted when `check` raised while it ran (the command is killed)."""
-    box: dict[str, Any] = {}
+    box = _Box()
 
     def target() -> None:
         try:
-            box["result"] = sandbox.exec(
+            box.result = sandbox.exec(
                 cmd, cwd=cwd, env=env, timeout=timeout, stdin=stdin, output_limit=output_limit
             )
         except BaseException as exc:  # handed to the stage's thread
-            box["error"] = exc
+            box.error = exc
 
     worker = threading.Thread(target=target, name=f"sandbox-exec-{sandbox.id}", daemon=True)
     worker.start()
@@ -61,10 +69,11 @@ def run_interruptible(
     except JobInterrupted as exc:
         _cancel(sandbox)
         worker.join(CANCEL_GRACE_S)
-        return Interrupted(exc, box.get("result"))
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+        return Interrupted(exc, box.result)
+    if box.error is not None:
+        raise box.error
+    assert box.result is not None  # the thread has ended, so it either returned or raised
+    return box.result
 
 
 def _cancel(sandbox: Sandbox) -> None:

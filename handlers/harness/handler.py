@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
+from containers import Sandbox
+from containers.results import ExecResult
 from farm.builders import builder_names
 from farm.errors import JobCancelled, LeaseLost, WorkerDraining
 from farm.handler.context import JobContext
@@ -38,6 +40,8 @@ RESERVE_FRACTION = 0.1
 RESERVE_MIN_S = 2.0
 RESERVE_MAX_S = 30.0
 HARNESS_OUTPUT_LIMIT = 4 * 1024 * 1024
+Outcome = Literal["completed", "timeout", "cancelled"]
+"""RunOutput.outcome."""
 _NOT_SESSION_METADATA = ("model", "sampling_params")
 """Gateway session metadata keys that steer the gateway: never copied from the job's own metadata."""
 
@@ -126,49 +130,14 @@ class HarnessHandler(AgentHandler):
             fresh: FreshRuntime | None = None
             access = contextlib.ExitStack()
             try:
-                inputs = HarnessInputs(
-                    base_url=access.enter_context(session_access(sandbox, base_url)),
-                    model=self.model_name(ctx, inst),
-                    instruction=inst.instruction,
-                    workspace=sandbox.workdir,
-                    home=inst.home,
-                    command=self.command(ctx, inst),
-                    context_window=inst.context_window,
-                    max_output_tokens=ctx.spec.sampling_params.max_tokens,
-                )
-                plan = adapter.plan(inputs)
+                sandbox_url = access.enter_context(session_access(sandbox, base_url))
+                plan = adapter.plan(self.harness_inputs(ctx, inst, sandbox.workdir, sandbox_url))
                 self.write_files(sandbox, plan, ctx)
                 fresh_steps = evaluator.fresh_steps(evaluator_config)
                 if fresh_steps is not None:
                     groups = [*self.prepare_steps(ctx, inst), ("evaluator.config.prepare", fresh_steps)]
                     fresh = FreshRuntime(ctx, groups)
-                budget, limit = harness_budget(ctx.remaining(), inst.timeout_s)
-                started = time.monotonic()
-                if budget <= 0:
-                    outcome: Any = None
-                else:
-                    outcome = run_interruptible(
-                        sandbox,
-                        plan.script(),
-                        ctx.check,
-                        timeout=budget,
-                        cwd=sandbox.workdir,
-                        env={**plan.env, **inst.env},
-                        output_limit=HARNESS_OUTPUT_LIMIT,
-                    )
-                duration = time.monotonic() - started
-                if isinstance(outcome, Interrupted) and isinstance(outcome.error, LeaseLost | WorkerDraining):
-                    raise outcome.error  # another attempt (or a restart from init) takes over
-                kind, finish_reason = self.outcome(outcome, limit)
-                result = outcome.result if isinstance(outcome, Interrupted) else outcome
-                artifacts: dict[str, Any] = {
-                    "harness": inst.harness,
-                    "gateway_session_id": session_id,
-                    "exit_code": result.exit_code if result is not None else None,
-                    "output_tail": tail(result.stdout, inst.output_tail_chars) if result else "",
-                    "stderr_tail": tail(result.stderr, inst.output_tail_chars) if result else "",
-                    "harness_duration_s": round(duration, 3),
-                }
+                kind, finish_reason, artifacts = self.run_harness(ctx, inst, sandbox, plan, session_id)
                 # A new connection: after an interruption the harness's exec may still hold the old one.
                 after = open_sandbox(state)
                 artifacts.update(self.patch_artifacts(after, state))
@@ -188,7 +157,7 @@ class HarnessHandler(AgentHandler):
             traces=traces,
             artifacts=artifacts,
             finish_reason=finish_reason,
-            outcome=kind,  # type: ignore[arg-type]
+            outcome=kind,
             metadata={
                 "harness": inst.harness,
                 "gateway_api": plan.api,
@@ -224,6 +193,52 @@ class HarnessHandler(AgentHandler):
             "sampling_params": sampling,
         }
 
+    def harness_inputs(
+        self, ctx: JobContext, inst: HarnessInstance, workspace: str, base_url: str
+    ) -> HarnessInputs:
+        return HarnessInputs(
+            base_url=base_url,
+            model=self.model_name(ctx, inst),
+            instruction=inst.instruction,
+            workspace=workspace,
+            home=inst.home,
+            command=self.command(ctx, inst),
+            context_window=inst.context_window,
+            max_output_tokens=ctx.spec.sampling_params.max_tokens,
+        )
+
+    def run_harness(
+        self, ctx: JobContext, inst: HarnessInstance, sandbox: Sandbox, plan: HarnessPlan, session_id: str
+    ) -> tuple[Outcome, str, dict[str, Any]]:
+        """(outcome, finish reason, artifacts) of running the harness under what is left of the budget."""
+        budget, limit = harness_budget(ctx.remaining(), inst.timeout_s)
+        started = time.monotonic()
+        outcome: ExecResult | Interrupted | None = None
+        if budget > 0:
+            outcome = run_interruptible(
+                sandbox,
+                plan.script(),
+                ctx.check,
+                timeout=budget,
+                cwd=sandbox.workdir,
+                env={**plan.env, **inst.env},
+                output_limit=HARNESS_OUTPUT_LIMIT,
+            )
+        duration = time.monotonic() - started
+        if isinstance(outcome, Interrupted) and isinstance(outcome.error, LeaseLost | WorkerDraining):
+            raise outcome.error  # another attempt (or a restart from init) takes over
+        kind, finish_reason = self.outcome(outcome, limit)
+        result = outcome.result if isinstance(outcome, Interrupted) else outcome
+        artifacts: dict[str, Any] = {
+            "harness": inst.harness,
+            "gateway_session_id": session_id,
+            "exit_code": result.exit_code if result is not None else None,
+            "output_tail": tail(result.stdout, inst.output_tail_chars) if result else "",
+            "stderr_tail": tail(result.stderr, inst.output_tail_chars) if result else "",
+            "harness_duration_s": round(duration, 3),
+        }
+        return kind, finish_reason, artifacts
+
     @staticmethod
     def write_files(sandbox: Any, plan: HarnessPlan, ctx: JobContext) -> None:
         for planned in plan.files:
@@ -236,7 +251,7 @@ class HarnessHandler(AgentHandler):
                 )
 
     @staticmethod
-    def outcome(outcome: Any, limit: str) -> tuple[str, str]:
+    def outcome(outcome: ExecResult | Interrupted | None, limit: str) -> tuple[Outcome, str]:
         """(RunOutput outcome, finish reason) of the harness command."""
         if outcome is None:
             return "timeout", "deadline"

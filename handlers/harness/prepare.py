@@ -114,9 +114,9 @@ def parse_steps(raw: list[Any], field: str) -> list[Step]:
         return _steps.validate_python(normalized)
     except ValidationError as exc:
         error = exc.errors()[0]
-        index = error["loc"][0] if error["loc"] else "?"
+        where = error["loc"][0] if error["loc"] else "?"
         raise ValueError(
-            f"{field}[{index}]: not a valid step ({_describe_error(normalized, index)})"
+            f"{field}[{where}]: not a valid step ({_describe_error(normalized, where)})"
         ) from None
 
 

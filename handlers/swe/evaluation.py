@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from containers import get_runtime
+from containers import Sandbox, get_runtime
 from containers.spec import SandboxSpec
 from handlers.swe import pytest_log
 from handlers.swe.instance import SweTask
@@ -116,6 +116,28 @@ def pytest_command(task: SweTask, workdir: str) -> str:
     )
 
 
+def _sandbox_spec(task: SweTask, runtime: dict[str, Any], timeout_s: float) -> SandboxSpec:
+    return SandboxSpec(
+        image=runtime.get("image"),
+        network=bool(runtime.get("network", False)),
+        workdir=runtime.get("workdir") or "/workspace",
+        ro_binds=source_binds(task),
+        env=sandbox_env(runtime),
+        ttl_s=timeout_s + 60,
+    )
+
+
+def _apply_test_patch(sandbox: Sandbox, task: SweTask, *, timeout_s: float) -> None:
+    """Put the files the test patch touches back to the base commit, then apply it."""
+    paths = " ".join(shlex.quote(p) for p in patched_paths(task.test_patch))
+    tests = sandbox.exec(f"set -- {paths}\n{_TEST_PATCH}", stdin=task.test_patch, timeout=timeout_s)
+    if tests.exit_code != 0:
+        raise BadTestPatch(
+            f"the test patch of {task.instance_id} does not apply at {task.base_commit}: "
+            f"{(tests.stdout + tests.stderr).strip()[-1500:]}"
+        )
+
+
 def evaluate_patch(
     instance: SweTask | BaseModel | dict[str, Any],
     patch: str,
@@ -138,14 +160,7 @@ def evaluate_patch(
         return evaluate_with_swebench(task, patch, timeout_s=timeout_s)
     runtime = runtime or {}
     check_source(task, network=bool(runtime.get("network", False)))
-    spec = SandboxSpec(
-        image=runtime.get("image"),
-        network=bool(runtime.get("network", False)),
-        workdir=runtime.get("workdir") or "/workspace",
-        ro_binds=source_binds(task),
-        env=sandbox_env(runtime),
-        ttl_s=timeout_s + 60,
-    )
+    spec = _sandbox_spec(task, runtime, timeout_s)
     deadline = started + timeout_s
 
     def left() -> float:
@@ -159,13 +174,7 @@ def evaluate_patch(
         log = applied.stdout + applied.stderr
         if applied.exit_code != 0:
             return _unscored(task, log, duration_s=time.monotonic() - started)
-        paths = " ".join(shlex.quote(p) for p in patched_paths(task.test_patch))
-        tests = sandbox.exec(f"set -- {paths}\n{_TEST_PATCH}", stdin=task.test_patch, timeout=left())
-        if tests.exit_code != 0:
-            raise BadTestPatch(
-                f"the test patch of {task.instance_id} does not apply at {task.base_commit}: "
-                f"{(tests.stdout + tests.stderr).strip()[-1500:]}"
-            )
+        _apply_test_patch(sandbox, task, timeout_s=left())
         run = sandbox.exec(pytest_command(task, sandbox.workdir), timeout=left(), env={"COLUMNS": "200"})
         left()
         summary = sandbox.exec(

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.harness.adapters.base import HarnessAdapter, HarnessInputs, HarnessPlan, PlannedFile, to_json
+from handlers.harness.adapters.base import (
+    GatewayApi,
+    HarnessAdapter,
+    HarnessInputs,
+    HarnessPlan,
+    PlannedFile,
+    to_json,
+)
 
 PROVIDER = "farm"
 # pi's `api` names and the gateway API each one lands on.
-PI_APIS = {
+PI_APIS: dict[str, GatewayApi] = {
     "openai-completions": "openai_chat",
     "openai-responses": "openai_responses",
     "anthropic-messages": "anthropic",
@@ -67,4 +74,4 @@ class PiAdapter(HarnessAdapter):
         env = {**self.base_env(inputs), "PI_CODING_AGENT_DIR": agent_dir, "PI_OFFLINE": "1"}
         argv = [*self.program(inputs), "--print", "--provider", PROVIDER, "--model", inputs.model]
         argv += ["--no-session", inputs.instruction]
-        return HarnessPlan(harness=self.name, api=PI_APIS[self.api], files=files, env=env, commands=[argv])  # type: ignore[arg-type]
+        return HarnessPlan(harness=self.name, api=PI_APIS[self.api], files=files, env=env, commands=[argv])
