@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
 import redis
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -383,14 +382,6 @@ async def _model_call(
     return JSONResponse(PROVIDERS[provider].render_response(reply.completion, chat))
 
 
-def _stream_error(exc: Exception) -> GatewayError:
-    if isinstance(exc, GatewayError):
-        return exc
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
-        return GatewayError(ErrorKind.timeout, f"backend stream stalled: {exc}")
-    return GatewayError(ErrorKind.upstream, f"backend stream broke: {type(exc).__name__}: {exc}")
-
-
 async def _relay(
     runtime: GatewayRuntime,
     upstream: UpstreamStream,
@@ -438,8 +429,7 @@ async def _relay(
             time.perf_counter() - started,
         )
         runtime.keep_later(record)
-    except (GatewayError, httpx.HTTPError, ConnectionError, TimeoutError) as exc:
-        error = _stream_error(exc)
+    except GatewayError as error:  # the stream's failures, judged by the policy (farm/gateway/streaming.py)
         await _Failure(runtime, session_id, provider, completion_id, started_at).record(error, chat)
         if encoder is None:
             encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)

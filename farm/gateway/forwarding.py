@@ -29,20 +29,16 @@ from farm.gateway.upstream import (
 )
 from farm.gateway.upstream_http import UpstreamClient
 from farm.inference.policy import (
+    TRANSPORT_ERRORS,
     Attempts,
+    Failure,
     Step,
-    Transport,
     Verdict,
-    finish_verdict,
+    exchange_failure,
+    finish_failure,
     status_verdict,
-    transport_failure,
-    transport_verdict,
 )
 from farm.models import BackendInfo
-
-# Every way an exchange can fail below HTTP, whichever client made it: httpx, or the aiohttp client of
-# farm/gateway/upstream_http.py (its errors are ConnectionError / TimeoutError). The policy judges them.
-_TRANSPORT_FAILURES = (httpx.HTTPError, ConnectionError, TimeoutError)
 
 
 @dataclass
@@ -115,13 +111,13 @@ class Forwarder:
                 data = response.json()
             except json.JSONDecodeError:
                 raise GatewayError(ErrorKind.upstream, f"backend {address} sent a non-JSON reply") from None
-            finish = finish_reason(data)
-            if finish_verdict(finish) is not Verdict.failover:
+            failure = finish_failure(finish_reason(data))
+            if failure is None:
                 reply = parse_chat_reply(data, completion_id)
                 return ForwardResult(
                     reply=reply, backend=address, upstream_s=upstream_s, attempts=attempts.made
                 )
-            await self._failed(attempts, address, f"the engine ended the call with finish_reason {finish!r}")
+            await self._failed(attempts, address, failure)
 
     async def open_stream(
         self, session: SessionInfo, request: ChatRequest, first_backend: BackendInfo | None = None
@@ -131,14 +127,14 @@ class Forwarder:
         attempts = Attempts(self.max_attempts)
         response, address, upstream_s = await self._send(session, request, first_backend, True, attempts)
 
-        async def reopen(failed: str, problem: str) -> tuple[Any, str, float]:
-            await self._failed(attempts, failed, problem)
+        async def failed(failure: Failure, address: str, replied: bool) -> tuple[Any, str, float]:
+            await self._failed(attempts, address, failure, replied)
             return await self._send(session, request, None, True, attempts)
 
         def closed(address: str) -> None:
             self._in_background(self.backends.call_finished(address))
 
-        return UpstreamStream(response, address, attempts, upstream_s, on_close=closed, reopen=reopen)
+        return UpstreamStream(response, address, attempts, upstream_s, on_close=closed, failed=failed)
 
     async def _send(
         self,
@@ -170,13 +166,10 @@ class Forwarder:
                 response = await early
                 if not stream or response.status_code >= 400:
                     in_flight = False
-            except _TRANSPORT_FAILURES as exc:
+            except TRANSPORT_ERRORS as exc:
                 in_flight = False
                 # A read timeout (the backend silent for upstream_timeout_s) ends the call, unmarked.
-                failure = transport_failure(exc) or Transport.broken
-                if transport_verdict(failure) is Verdict.timeout:
-                    raise GatewayError(ErrorKind.timeout, f"backend {address} timed out: {exc}") from exc
-                await self._failed(attempts, address, f"{type(exc).__name__}: {exc}")
+                await self._failed(attempts, address, exchange_failure(exc))
                 continue
             finally:
                 upstream_s += time.perf_counter() - started
@@ -188,7 +181,8 @@ class Forwarder:
             message = _error_text(response)
             if status_verdict(response.status_code, message) is not Verdict.failover:
                 raise client_error(response.status_code, message)
-            await self._failed(attempts, address, f"HTTP {response.status_code}: {message[:500]}")
+            problem = f"HTTP {response.status_code}: {message[:500]}"
+            await self._failed(attempts, address, Failure(Verdict.failover, problem, message))
 
     async def _choose(
         self,
@@ -236,13 +230,19 @@ class Forwarder:
         extra, dropped = capture_keys(backend.kind, stream)
         return {**{k: v for k, v in body.items() if k not in dropped}, **extra}
 
-    async def _failed(self, attempts: Attempts, address: str, problem: str) -> None:
-        """An attempt failed over: the backend is marked unhealthy (the pool's acquire then moves the
-        session's pin off it); raises when no attempt is left."""
-        step = attempts.after(Verdict.failover, address, problem)
-        await self.backends.mark_unhealthy(address)
+    async def _failed(
+        self, attempts: Attempts, address: str, failure: Failure, replied: bool = False
+    ) -> None:
+        """An attempt failed: returns when the policy moves the call to the next backend, raises the call's
+        error otherwise. A failover marks the backend unhealthy (the pool's acquire then moves the session's
+        pin off it), whether or not another attempt follows."""
+        step = attempts.after(failure.verdict, address, failure.problem, replied)
+        if step is not Step.fail:
+            await self.backends.mark_unhealthy(address)
         if step is Step.give_up:
             raise GatewayError(ErrorKind.upstream, attempts.summary())
+        if step is not Step.retry:
+            raise call_error(address, failure)
 
     async def _post(self, url: str, body: dict[str, Any], stream: bool) -> Any:
         """The backend's reply (an `upstream_http.Response`, or an httpx one for https), its body read
@@ -284,6 +284,17 @@ class Forwarder:
                     continue
         size = len(json.dumps([request.messages, request.tools], ensure_ascii=False).encode())
         return max(1, size // 4), False
+
+
+_KINDS = {Verdict.timeout: ErrorKind.timeout, Verdict.rejected: ErrorKind.invalid_request}
+
+
+def call_error(address: str, failure: Failure) -> GatewayError:
+    """The call's error when an attempt's failure ends it: a failover cut short, or any other verdict."""
+    if failure.verdict is Verdict.overflow:
+        return client_error(400, failure.message)
+    kind = _KINDS.get(failure.verdict, ErrorKind.upstream)
+    return GatewayError(kind, f"backend {address} {failure.problem}")
 
 
 def _error_text(response: Any) -> str:

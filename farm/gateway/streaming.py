@@ -11,16 +11,22 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import httpx
-
-from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ToolCall
 from farm.gateway.upstream import UpstreamReply, parse_chat_reply
-from farm.gateway.upstream_http import UpstreamProtocolError
-from farm.inference.policy import Attempts, Verdict, finish_verdict
+from farm.inference.policy import (
+    TRANSPORT_ERRORS,
+    UNFINISHED_STREAM,
+    UNREADABLE_CHUNK,
+    Attempts,
+    Failure,
+    exchange_failure,
+    finish_failure,
+    stream_error_failure,
+)
 
 TextEvent = tuple[str, str]
 """("reasoning" | "content", text)."""
@@ -126,26 +132,26 @@ class StreamAssembler:
         return parse_chat_reply(data, completion_id)
 
 
-class BackendTrouble(GatewayError):
-    """The backend's own failure mid-stream (an abort, an error chunk, a stream ended without finishing):
-    failed over while nothing has been handed on, else the call's error."""
+class _AttemptFailed(Exception):
+    """The backend's own failure seen in its stream (an error event, an abort, a stream that ended without
+    finishing, a chunk that is not JSON), judged by the policy."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(ErrorKind.upstream, message)
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.problem)
+        self.failure = failure
 
 
-# Read failures of a stream that another backend may not have (the connection broke).
-_BROKEN = (BackendTrouble, UpstreamProtocolError, httpx.ReadError, httpx.RemoteProtocolError)
-
-Reopen = Callable[[str, str], Awaitable[tuple[Any, str, float]]]
-"""(failed backend, problem) -> (response, backend, seconds) of the next attempt; raises when none is left."""
+Failed = Callable[[Failure, str, bool], Awaitable[tuple[Any, str, float]]]
+"""(failure, backend, replied) -> (response, backend, seconds) of the next attempt; raises the call's error
+when the policy ends the call instead (farm/gateway/forwarding.py acts on its steps)."""
 
 
 class UpstreamStream:
     """An open streamed backend response (status already checked); iterate `events()`, then `reply()`.
 
-    Until it hands on its first event, a backend failure moves the call to the next backend (`reopen`,
-    the shared failover policy's next attempt): the client has seen nothing of the failed one."""
+    A failure while reading it goes to `failed` with whether an event has been handed on: until then the
+    policy moves the call to the next backend (the client has seen nothing of the failed one); after it
+    the call is cut."""
 
     def __init__(
         self,
@@ -154,12 +160,12 @@ class UpstreamStream:
         attempts: Attempts,
         upstream_s: float,
         on_close: Callable[[str], None],
-        reopen: Reopen | None = None,
+        failed: Failed,
     ) -> None:
         self._attempts = attempts
         self.upstream_s = upstream_s
         self._on_close = on_close
-        self._reopen = reopen
+        self._failed = failed
         self.handed_on = False
         self._use(response, address)
 
@@ -188,43 +194,42 @@ class UpstreamStream:
             try:
                 chunk = json.loads(data)
             except json.JSONDecodeError:
-                raise GatewayError(
-                    ErrorKind.upstream, f"backend {self.address} sent a non-JSON chunk"
-                ) from None
+                raise _AttemptFailed(UNREADABLE_CHUNK) from None
             if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
                 error = chunk["error"]
                 message = error.get("message") if isinstance(error, dict) else str(error)
-                raise BackendTrouble(f"backend {self.address} failed mid-stream: {message}")
+                raise _AttemptFailed(stream_error_failure(str(message)))
             return cast(dict[str, Any], chunk)
         self.done = True
         return None
 
     async def events(self) -> AsyncIterator[list[StreamEvent]]:
-        """Per backend chunk, the events it carries (often none); the held calls come last."""
+        """Per backend chunk, the events it carries (often none); the held calls come last. A failure of the
+        stream that ends the call comes out as the GatewayError the policy's verdict makes of it."""
         while True:
             try:
                 async for events in self._events():
                     self.handed_on = self.handed_on or bool(events)
                     yield events
                 return
-            except _BROKEN as exc:
-                if self.handed_on or self._reopen is None:
-                    raise
-                failed, problem = self.address, str(exc)
-                await self._close()
-                response, address, spent = await self._reopen(failed, problem)
-                self.upstream_s += spent
-                self._use(response, address)
+            except _AttemptFailed as exc:
+                failure = exc.failure
+            except TRANSPORT_ERRORS as exc:
+                failure = exchange_failure(exc)
+            failed = self.address
+            await self._close()
+            response, address, spent = await self._failed(failure, failed, self.handed_on)
+            self.upstream_s += spent
+            self._use(response, address)
 
     async def _events(self) -> AsyncIterator[list[StreamEvent]]:
         while (chunk := await self.next_chunk()) is not None:
             events = self.assembler.feed(chunk)
-            if finish_verdict(self.assembler.finish_reason) is Verdict.failover:
-                reason = self.assembler.finish_reason
-                raise BackendTrouble(f"backend {self.address} ended the call with finish_reason {reason!r}")
+            if (failure := finish_failure(self.assembler.finish_reason)) is not None:
+                raise _AttemptFailed(failure)
             yield events
         if self.assembler.finish_reason is None:
-            raise BackendTrouble(f"backend {self.address} ended the stream without finishing")
+            raise _AttemptFailed(UNFINISHED_STREAM)
         yield self.assembler.flush()
 
     def reply(self, completion_id: str) -> UpstreamReply:
@@ -236,7 +241,9 @@ class UpstreamStream:
         self._closed = True
         self.upstream_s += time.perf_counter() - self._started
         try:
-            await self.response.aclose()
+            # Read whole or abandoned, the reply has told what it had to: failing to close it changes nothing.
+            with suppress(*TRANSPORT_ERRORS):
+                await self.response.aclose()
         finally:
             self._on_close(self.address)
 

@@ -3,8 +3,9 @@ connections. Its C HTTP parser costs a fraction of the CPU httpx's pure-Python h
 was more than the rest of the gateway's work together (bench/gateway.py). Plain http:// only (inference
 backends sit on the cluster network); https backends, /models and /tokenize stay on httpx.
 
-Failures come out as three classes the forwarder acts on: UpstreamConnectError (nothing was sent:
-another backend may take the call), UpstreamProtocolError (the exchange broke) and UpstreamTimeout.
+Failures come out as three classes the shared policy (farm/inference/policy.py) judges:
+UpstreamConnectError (nothing was sent: the backend is unreachable), UpstreamProtocolError (the exchange
+broke) and UpstreamTimeout.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any
 import aiohttp
 from multidict import CIMultiDictProxy
 
+from farm.inference.policy import ConnectFailed
 
-class UpstreamConnectError(ConnectionError):
+
+class UpstreamConnectError(ConnectFailed):
     """No connection could be made (refused, unreachable, connect timeout): safe to retry elsewhere."""
 
 

@@ -25,7 +25,7 @@ import httpx
 from farm.inference import wire
 from farm.inference.errors import BackendUnavailable, BadBackendResponse, CallDeadlineExceeded, InferenceError
 from farm.inference.generation import Generation
-from farm.inference.policy import Transport, Verdict, transport_failure, transport_verdict
+from farm.inference.policy import Verdict, exchange_failure
 from farm.inference.wire import BackendKind
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
@@ -77,11 +77,11 @@ class GenerateCall:
         left = self.left_s()
         if left is not None and left <= 0:
             return self.late()
-        failure = transport_failure(exc) or Transport.broken
-        if transport_verdict(failure) is Verdict.timeout:
-            problem = f"{type(exc).__name__}: {exc}"
-            return CallDeadlineExceeded(f"{self.address} stopped answering ({problem})", backend=self.address)
-        return BackendUnavailable(f"{self.address}: {type(exc).__name__}: {exc}", backend=self.address)
+        failure = exchange_failure(exc)
+        message = f"{self.address} {failure.problem}"
+        if failure.verdict is Verdict.timeout:
+            return CallDeadlineExceeded(message, backend=self.address)
+        return BackendUnavailable(message, backend=self.address)
 
     def late(self) -> CallDeadlineExceeded:
         return CallDeadlineExceeded(

@@ -14,6 +14,12 @@ Outcomes (`Verdict`):
   another backend would start the same long generation over (doubling the load that made it slow) while
   marking a busy backend unhealthy would move every session pinned to it off its prefix cache.
 - bad_reply: the backend answered but broke the protocol: never trained on, never retried.
+
+A failed attempt is judged into a `Failure` (its verdict and its wording), whatever saw it: a transport
+exception (`exchange_failure`), a finish reason (`finish_failure`), an error event or a cut in a streamed
+reply (`stream_error_failure`, `UNFINISHED_STREAM`). A streamed reply fails over like any other attempt
+until part of it has reached the caller; after that a failover verdict cuts the call (`Step.cut`): the
+backend is marked as for a failover, and the caller gets the error in its stream.
 """
 
 from __future__ import annotations
@@ -44,6 +50,16 @@ class Verdict(StrEnum):
     bad_reply = "bad_reply"
 
 
+TRANSPORT_ERRORS = (httpx.HTTPError, ConnectionError, TimeoutError)
+"""Every exception an exchange fails with below HTTP, whichever client made it: httpx, or the gateway's
+aiohttp client (farm/gateway/upstream_http.py), whose errors are ConnectionError / TimeoutError."""
+
+
+class ConnectFailed(ConnectionError):
+    """Raised by a client of the farm's own when no connection could be made (refused, unreachable, connect
+    timeout): nothing was sent. The gateway's aiohttp client raises it; httpx has its own classes."""
+
+
 class Transport(StrEnum):
     """How an exchange failed below HTTP."""
 
@@ -60,7 +76,7 @@ def transport_failure(exc: BaseException) -> Transport | None:
     gateway's aiohttp client, whose errors are ConnectionError / TimeoutError); None: not a transport
     failure. A connect timeout is `connect` (nothing was sent); any other timeout, a read or a write
     that waited past its limit, is `deadline`."""
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | ConnectionRefusedError):
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | ConnectionRefusedError | ConnectFailed):
         return Transport.connect
     if isinstance(exc, httpx.TimeoutException | TimeoutError):
         return Transport.deadline
@@ -104,6 +120,55 @@ def transport_verdict(failure: Transport) -> Verdict:
     return Verdict.timeout if failure is Transport.deadline else Verdict.failover
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt, judged."""
+
+    verdict: Verdict
+    problem: str
+    """What went wrong, worded to follow the backend's address: "{address} {problem}"."""
+    message: str = ""
+    """The backend's own words, where it gave any (an overflow is answered with them)."""
+
+
+_TRANSPORT_WORDING = {
+    Transport.connect: "is unreachable",
+    Transport.broken: "broke off mid-exchange",
+    Transport.deadline: "stopped answering",
+}
+
+
+def exchange_failure(exc: BaseException) -> Failure:
+    """An exception of an exchange (one of TRANSPORT_ERRORS; any other is read as `broken`): unreachable
+    and broken both fail over, a deadline ends the call. The wording tells the three apart."""
+    failure = transport_failure(exc) or Transport.broken
+    problem = f"{_TRANSPORT_WORDING[failure]} ({type(exc).__name__}: {exc})"
+    return Failure(transport_verdict(failure), problem)
+
+
+def finish_failure(reason: str | None, message: str = "") -> Failure | None:
+    """A reply's finish reason, when the engine dropped the request (failover, or overflow when its
+    message says so); None: the reply is an answer. An unknown reason passes (the chat routes read it as
+    `stop`), unlike `finish_verdict`'s bad_reply for the token routes."""
+    verdict = finish_verdict(reason, message)
+    if verdict not in (Verdict.failover, Verdict.overflow):
+        return None
+    return Failure(verdict, f"ended the call with finish_reason {reason!r}", message)
+
+
+def stream_error_failure(message: str) -> Failure:
+    """An error event in a streamed reply (`{"error": ...}` in place of a chunk): the engine failed the call
+    as with finish_reason `error`. Its `code` is not read: vLLM's create_streaming_error_response says 400 for
+    any failure it did not classify, its engine's own included."""
+    return Failure(finish_verdict("error", message), f"failed mid-stream: {message}", message)
+
+
+UNFINISHED_STREAM = Failure(Verdict.failover, "ended the stream without finishing")
+"""The body ended (with or without `[DONE]`) before a chunk said how the reply finished."""
+
+UNREADABLE_CHUNK = Failure(Verdict.bad_reply, "sent a non-JSON chunk")
+
+
 _VERDICT_OF = {
     BackendUnavailable: Verdict.failover,
     ContextOverflow: Verdict.overflow,
@@ -132,6 +197,9 @@ class Step(StrEnum):
     """Mark the backend unhealthy and fail the call: every attempt failed over."""
     fail = "fail"
     """Fail the call with this attempt's own error (nothing to mark: not the backend's trouble)."""
+    cut = "cut"
+    """Mark the backend unhealthy and fail the call with this attempt's own error: part of its reply has
+    reached the caller already, so no other backend can take the call over."""
 
 
 @dataclass
@@ -154,12 +222,15 @@ class Attempts:
         self.made += 1
         return self.made
 
-    def after(self, verdict: Verdict, backend: str = "", problem: str = "") -> Step:
+    def after(self, verdict: Verdict, backend: str = "", problem: str = "", replied: bool = False) -> Step:
+        """`replied`: part of this attempt's reply has been handed on to the caller (a stream)."""
         if verdict is Verdict.ok:
             return Step.done
         if verdict is not Verdict.failover:
             return Step.fail
         self.failures.append(f"{backend}: {problem}" if backend else problem)
+        if replied:
+            return Step.cut
         return Step.retry if self.made < self.max_attempts else Step.give_up
 
     @property

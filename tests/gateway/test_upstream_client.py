@@ -82,42 +82,38 @@ def test_calls_share_one_keep_alive_connection() -> None:
     assert accepted == 1, "the keep-alive connection is reused, not one per call"
 
 
-def _usable_pooled(client: UpstreamClient) -> int:
-    """Idle connections in the client's aiohttp pool that aiohttp would reuse (its own test,
-    `is_connected`); the pool, `_conns`, is read directly for want of a public view of it."""
-    connector = client._open().connector
-    assert connector is not None
-    pool = connector._conns
-    return sum(proto.is_connected() for conns in pool.values() for proto, _ in conns)
-
-
 def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
-    closed: list[int] = []
+    after_close: list[bytes] = []
+    """Per connection, what the client sent down it once the server had closed it (nothing, if unused)."""
+    accepted = 0
 
     async def answer_once_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Answers one request with a keep-alive reply, then closes the idle connection as servers do."""
+        """Answers one request with a keep-alive reply, then closes the idle connection as servers do
+        (its FIN, all the client sees of a close), and reads until the client closes its end in turn."""
+        nonlocal accepted
+        accepted += 1
         head = await reader.readuntil(b"\r\n\r\n")
         fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
         length = int(next(v for k, v in fields.items() if k.lower() == b"content-length"))
         await reader.readexactly(length)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n" + b'{"ok":true}')
         await writer.drain()
+        writer.write_eof()
+        after_close.append(await reader.read())
         writer.close()
-        await writer.wait_closed()
-        closed.append(1)
 
     async def run(base: str) -> None:
         client = UpstreamClient()
         for call in range(1, 4):
             response = await client.post_json(f"{base}/x", {"a": 1})
             assert (response.status_code, await response.aread()) == (200, b'{"ok":true}')
-            # The server's close has reached the client's pool: the connection is closed there too.
-            await wait_until_async(
-                lambda: (len(closed), _usable_pooled(client)), 5, accept=(call, 0).__eq__, what="the close"
-            )
+            # The client has closed its end of the connection the server closed: it is out of the pool.
+            await wait_until_async(lambda: len(after_close), 5, accept=call.__eq__, what="the client's close")
         await client.aclose()
 
     asyncio.run(_with_server(answer_once_then_close, run))
+    assert after_close == [b""] * 3, "nothing was sent down a closed connection"
+    assert accepted == 3, "each call after a close came on a new connection"
 
 
 def test_refused_connection_and_silent_server() -> None:

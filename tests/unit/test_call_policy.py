@@ -16,18 +16,26 @@ from farm.inference.errors import (
     BadBackendResponse,
     CallDeadlineExceeded,
     ContextOverflow,
+    is_context_overflow,
 )
 from farm.inference.policy import (
     FAILED_FINISHES,
     NORMAL_FINISHES,
+    TRANSPORT_ERRORS,
+    UNFINISHED_STREAM,
+    UNREADABLE_CHUNK,
     Attempts,
+    Failure,
     NoBackendWait,
     Step,
     Transport,
     Verdict,
     error_verdict,
+    exchange_failure,
+    finish_failure,
     finish_verdict,
     status_verdict,
+    stream_error_failure,
     transport_failure,
     transport_verdict,
 )
@@ -81,7 +89,7 @@ def test_transport_verdicts() -> None:
         (UpstreamTimeout("reply body stalled"), Transport.deadline),
         (httpx.RemoteProtocolError("eof"), Transport.broken),
         (httpx.ReadError("reset"), Transport.broken),
-        (UpstreamConnectError("refused"), Transport.broken),
+        (UpstreamConnectError("refused"), Transport.connect),  # aiohttp's connect error: nothing was sent
         (UpstreamProtocolError("disconnected"), Transport.broken),
         (ValueError("not a transport failure"), None),
     ],
@@ -89,6 +97,81 @@ def test_transport_verdicts() -> None:
 def test_transport_failures_of_either_client(exc: BaseException, failure: Transport | None) -> None:
     """httpx (the agent's client) and the gateway's aiohttp client are judged by the one function."""
     assert transport_failure(exc) is failure
+
+
+# One exception of each way an exchange fails, from either client, and what it means.
+EXCHANGE_FAILURES: list[tuple[type[BaseException], Transport]] = [
+    (httpx.ConnectError, Transport.connect),
+    (httpx.ConnectTimeout, Transport.connect),
+    (ConnectionRefusedError, Transport.connect),
+    (UpstreamConnectError, Transport.connect),
+    (httpx.ReadTimeout, Transport.deadline),
+    (UpstreamTimeout, Transport.deadline),
+    (TimeoutError, Transport.deadline),
+    (httpx.ReadError, Transport.broken),
+    (httpx.RemoteProtocolError, Transport.broken),
+    (UpstreamProtocolError, Transport.broken),
+    (ConnectionResetError, Transport.broken),
+]
+WORDING = {
+    Transport.connect: "is unreachable (",
+    Transport.broken: "broke off mid-exchange (",
+    Transport.deadline: "stopped answering (",
+}
+
+
+@given(st.sampled_from(EXCHANGE_FAILURES), st.text(max_size=40))
+def test_an_exchange_failure_is_judged_and_worded_by_what_it_means(
+    case: tuple[type[BaseException], Transport], text: str
+) -> None:
+    """Unreachable and broken both fail over, a deadline ends the call; the wording tells all three apart
+    and keeps the client's own error."""
+    cls, meaning = case
+    exc = cls(text)
+    assert isinstance(exc, TRANSPORT_ERRORS)
+    failure = exchange_failure(exc)
+    assert failure.verdict is transport_verdict(meaning)
+    assert failure.problem == f"{WORDING[meaning]}{cls.__name__}: {exc})"
+    assert [w for w in WORDING.values() if failure.problem.startswith(w)] == [WORDING[meaning]]
+
+
+def test_an_unknown_exchange_failure_reads_as_broken() -> None:
+    assert exchange_failure(httpx.DecodingError("bad gzip")).verdict is Verdict.failover
+    assert exchange_failure(ValueError("?")).problem.startswith("broke off mid-exchange (ValueError: ?")
+
+
+def test_finish_failures() -> None:
+    """The chat routes' finish reasons: only a dropped request is a failure (an unknown reason passes)."""
+    for reason in [None, "eos_token", *NORMAL_FINISHES]:
+        assert finish_failure(reason) is None
+    assert finish_failure("abort") == Failure(Verdict.failover, "ended the call with finish_reason 'abort'")
+    too_long = "Input length (9000 tokens) exceeds the maximum allowed length (8192 tokens)."
+    assert finish_failure("abort", too_long) == Failure(
+        Verdict.overflow, "ended the call with finish_reason 'abort'", too_long
+    )
+
+
+@given(st.sampled_from(sorted(FAILED_FINISHES)), st.text(max_size=80))
+def test_a_dropped_request_is_an_overflow_only_when_it_says_so(reason: str, message: str) -> None:
+    failure = finish_failure(reason, message)
+    assert failure is not None
+    assert failure.verdict is (Verdict.overflow if is_context_overflow(message) else Verdict.failover)
+    assert failure.verdict is finish_verdict(reason, message)
+
+
+@given(st.one_of(st.text(max_size=80), st.sampled_from([OVERFLOW, "engine dead", "prompt is too long"])))
+def test_an_error_event_in_a_stream(message: str) -> None:
+    """An error in place of a chunk fails over, unless it says the prompt does not fit: then no backend
+    can answer it, and the call ends with the backend's words."""
+    failure = stream_error_failure(message)
+    overflow = is_context_overflow(message)
+    assert failure.verdict is (Verdict.overflow if overflow else Verdict.failover)
+    assert failure.problem == f"failed mid-stream: {message}" and failure.message == message
+
+
+def test_the_other_stream_failures() -> None:
+    assert UNFINISHED_STREAM.verdict is Verdict.failover  # the backend broke off: another may answer
+    assert UNREADABLE_CHUNK.verdict is Verdict.bad_reply  # it answered, broken: never retried
 
 
 def test_a_token_client_error_carries_its_verdict() -> None:
@@ -134,6 +217,31 @@ def test_a_call_walks_the_backends_by_the_policy(max_attempts: int, outcomes: li
         assert attempts.summary().startswith(f"all {max_attempts} attempts failed; last: b{max_attempts}:")
         with pytest.raises(RuntimeError):
             attempts.begin()
+
+
+@given(st.integers(1, 6), st.lists(st.tuples(verdicts, st.booleans()), min_size=1, max_size=12))
+def test_a_streamed_call_fails_over_only_until_it_has_replied(
+    max_attempts: int, outcomes: list[tuple[Verdict, bool]]
+) -> None:
+    """Each attempt of a stream fails with a verdict, before or after handing part of its reply on. A
+    failover before moves on (or gives up) as for a plain call; after, it cuts the call: one backend to
+    mark, no other tried. Any other verdict ends the call unmarked, wherever it came."""
+    attempts = Attempts(max_attempts)
+    steps: list[Step] = []
+    for verdict, replied in outcomes:
+        attempts.begin()
+        steps.append(attempts.after(verdict, f"b{attempts.made}", verdict.value, replied=replied))
+        if steps[-1] is not Step.retry:
+            break
+    verdict, replied = outcomes[len(steps) - 1]
+    assert all(s is Step.retry for s in steps[:-1]) and attempts.made == len(steps) <= max_attempts
+    if verdict is Verdict.failover:
+        plain = Step.retry if attempts.made < max_attempts else Step.give_up
+        assert steps[-1] is (Step.cut if replied else plain)
+        assert attempts.last_problem == f"b{attempts.made}: failover"
+    else:
+        assert steps[-1] is (Step.done if verdict is Verdict.ok else Step.fail)
+    assert len(attempts.failures) == sum(v is Verdict.failover for v, _ in outcomes[: len(steps)])
 
 
 def test_a_call_needs_an_attempt() -> None:
