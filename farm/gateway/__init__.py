@@ -1,17 +1,5 @@
-"""The model gateway: provider-shaped endpoints per session that record token-faithful completions."""
+"""The model gateway: provider-shaped endpoints per session that record token-faithful completions.
 
-from farm.gateway.app import create_gateway_app, router
-from farm.gateway.backends import BackendSource, StaticBackends
-from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
-from farm.gateway.sessions import SessionInfo, SessionStore
-
-__all__ = [
-    "BackendSource",
-    "GatewayRuntime",
-    "SessionInfo",
-    "SessionStore",
-    "StaticBackends",
-    "create_gateway_app",
-    "gateway_lifespan",
-    "router",
-]
+Import what you need from its modules (`farm.gateway.app`, `farm.gateway.sessions`, ...): this package
+re-exports nothing, so that `farm --help` and the CLI's other commands do not load FastAPI.
+"""

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import click
-import uvicorn
-
-from farm.gateway.app import create_gateway_app
-from farm.gateway.backends import StaticBackends
 
 
 @click.command("gateway")
@@ -32,6 +28,11 @@ def gateway(
     log_level: str,
 ) -> None:
     """Provider-shaped model gateway (OpenAI, Anthropic, Google) recording token-faithful completions."""
+    import uvicorn  # the server's imports wait for the command that serves (farm --help stays quick)
+
+    from farm.gateway.app import create_gateway_app
+    from farm.gateway.backends import StaticBackends
+
     app = create_gateway_app(
         redis_url=redis_url,
         backends=StaticBackends(list(backends)) if backends else None,
