@@ -3,7 +3,8 @@ tasks on the same worker processes vs the handler called in-process.
 
     python -m bench.overhead [--n 300] [--burst 1000] [--inflight 64] [--repeats 3]   (extra: bench)
 
-Prints p50/p99 sequential latency and sustained rollouts/s with 64 in flight, each the median over
+Prints p50/p99 sequential latency, sustained rollouts/s with 64 in flight and the p99 latency then
+(the farm's answer to each POST /process; a bare chain's time to its result key), each the median over
 --repeats runs, with the farm/bare ratios the issue's targets are stated in (the median of the
 per-run ratios: each run measures both back to back, so the machine's slower spells cancel out),
 and the CPU each rollout costs in all processes together (Redis, API, workers and the load client)
@@ -73,11 +74,13 @@ def cpu_seconds() -> float:
     return total
 
 
-def per_rollout_cpu_ms(throughput: Callable[[], float], total: int) -> tuple[float, float]:
-    """(rollouts/s, CPU ms per rollout in all processes) of one throughput run."""
+def per_rollout_cpu_ms(
+    throughput: Callable[[], tuple[float, list[float]]], total: int
+) -> tuple[float, list[float], float]:
+    """(rollouts/s, latencies, CPU ms per rollout in all processes) of one throughput run."""
     before = cpu_seconds()
-    rate = throughput()
-    return rate, (cpu_seconds() - before) / total * 1000
+    rate, latencies = throughput()
+    return rate, latencies, (cpu_seconds() - before) / total * 1000
 
 
 def bare_chain():
@@ -99,25 +102,29 @@ def bare_latencies(n: int) -> list[float]:
     return out
 
 
-def bare_throughput(total: int, inflight: int, redis_url: str) -> float:
+def bare_throughput(total: int, inflight: int, redis_url: str) -> tuple[float, list[float]]:
     """64 chains in flight, completion read straight from the result keys (MGET every millisecond):
-    Celery's own AsyncResult.get() from many threads can miss its pub/sub wake-up and hang."""
+    Celery's own AsyncResult.get() from many threads can miss its pub/sub wake-up and hang. Returns
+    rollouts/s and each chain's time from its send to its result seen."""
     import redis
 
     client = redis.Redis.from_url(redis_url)
-    outstanding: list[str] = []
-    sent = done = 0
+    outstanding: dict[str, float] = {}
+    latencies: list[float] = []
+    sent = 0
     t0 = time.perf_counter()
-    while done < total:
+    while len(latencies) < total:
         while sent < total and len(outstanding) < inflight:
-            outstanding.append(bare_chain().apply_async().id)
+            outstanding[bare_chain().apply_async().id] = time.perf_counter()
             sent += 1
-        states = client.mget([f"celery-task-meta-{task_id}" for task_id in outstanding])
-        still = [task_id for task_id, state in zip(outstanding, states, strict=True) if state is None]
-        done += len(outstanding) - len(still)
-        outstanding = still
+        ids = list(outstanding)
+        states = client.mget([f"celery-task-meta-{task_id}" for task_id in ids])
+        now = time.perf_counter()
+        for task_id, state in zip(ids, states, strict=True):
+            if state is not None:
+                latencies.append(now - outstanding.pop(task_id))
         time.sleep(0.001)
-    return total / (time.perf_counter() - t0)
+    return total / (time.perf_counter() - t0), latencies
 
 
 # The farm is driven over HTTP with aiohttp: httpx costs several milliseconds of client CPU per
@@ -140,7 +147,10 @@ def farm_latencies(api: str, n: int) -> list[float]:
     return asyncio.run(run())
 
 
-def farm_throughput(api: str, total: int, inflight: int) -> float:
+def farm_throughput(api: str, total: int, inflight: int) -> tuple[float, list[float]]:
+    """Rollouts/s with `inflight` POST /process in flight, and each call's latency."""
+    latencies: list[float] = []
+
     async def run() -> float:
         async with aiohttp.ClientSession(api, connector=aiohttp.TCPConnector(limit=inflight)) as http:
             gate = asyncio.Semaphore(inflight)
@@ -148,6 +158,7 @@ def farm_throughput(api: str, total: int, inflight: int) -> float:
             async def one() -> None:
                 body = {"instance": NOOP, "job_id": uuid.uuid4().hex}
                 async with gate:
+                    started = time.perf_counter()
                     for attempt in range(3):  # a dropped connection: the same job id waits for the same job
                         try:
                             async with http.post("/process", json=body) as response:
@@ -156,13 +167,14 @@ def farm_throughput(api: str, total: int, inflight: int) -> float:
                         except aiohttp.ClientConnectionError:
                             if attempt == 2:
                                 raise
+                    latencies.append(time.perf_counter() - started)
                     assert answer["state"] == "done", answer
 
             t0 = time.perf_counter()
             await asyncio.gather(*(one() for _ in range(total)))
             return total / (time.perf_counter() - t0)
 
-    return asyncio.run(run())
+    return asyncio.run(run()), latencies
 
 
 def main() -> None:
@@ -201,19 +213,17 @@ def main() -> None:
                 for name, values in (("local", local), ("bare", bare), ("farm", ours)):
                     rows.setdefault(f"{name}_p50", []).append(pct(values, 0.5) * 1000)
                     rows.setdefault(f"{name}_p99", []).append(pct(values, 0.99) * 1000)
-                rate, cpu = per_rollout_cpu_ms(
-                    lambda: bare_throughput(args.burst, args.inflight, redis_server.url), args.burst
-                )
-                rows.setdefault("bare_tput", []).append(rate)
-                rows.setdefault("bare_cpu", []).append(cpu)
-                rate, cpu = per_rollout_cpu_ms(
-                    lambda: farm_throughput(farm.api_url, args.burst, args.inflight), args.burst
-                )
-                rows.setdefault("farm_tput", []).append(rate)
-                rows.setdefault("farm_cpu", []).append(cpu)
+                for name, run_burst in (
+                    ("bare", lambda: bare_throughput(args.burst, args.inflight, redis_server.url)),
+                    ("farm", lambda: farm_throughput(farm.api_url, args.burst, args.inflight)),
+                ):
+                    rate, latencies, cpu = per_rollout_cpu_ms(run_burst, args.burst)
+                    rows.setdefault(f"{name}_tput", []).append(rate)
+                    rows.setdefault(f"{name}_loaded_p99", []).append(pct(latencies, 0.99) * 1000)
+                    rows.setdefault(f"{name}_cpu", []).append(cpu)
                 # Paired ratios: both sides of a pair ran back to back, so a slower or faster spell
                 # of the machine cancels out; the table gives the median of the pairs.
-                for metric in ("p50", "p99", "tput", "cpu"):
+                for metric in ("p50", "p99", "tput", "loaded_p99", "cpu"):
                     rows.setdefault(f"ratio_{metric}", []).append(
                         rows[f"farm_{metric}"][-1] / rows[f"bare_{metric}"][-1]
                     )
@@ -245,6 +255,13 @@ def main() -> None:
         f"{m['bare_tput']:.0f}",
         "-",
         f"{m['ratio_tput']:.2f}x",
+    )
+    table.add_row(
+        f"latency p99 at {args.inflight} in flight, ms",
+        f"{m['farm_loaded_p99']:.0f}",
+        f"{m['bare_loaded_p99']:.0f}",
+        "-",
+        f"{m['ratio_loaded_p99']:.2f}x",
     )
     table.add_row(
         "CPU ms per rollout (all processes)",
