@@ -80,6 +80,8 @@ class JobWaiter:
 
 @dataclass
 class JobWatch:
+    """One caller's open watch on one job (JobWaiter.watch); its event is set by the job's end."""
+
     store: AsyncJobStore
     job_id: str
     event: asyncio.Event
