@@ -75,6 +75,11 @@ def _finalize_args(result: JobResult, ttl_s: int, only_from: str, token: int | N
     ]
 
 
+def _flat(fields: dict[str, str]) -> list[ScriptArg]:
+    """A hash's fields as a script's ARGV tail: field, value, field, value, ..."""
+    return [item for pair in fields.items() for item in pair]
+
+
 def _record(flat: list[Any]) -> JobRecord | None:
     return JobRecord.parse(dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
 
@@ -141,9 +146,9 @@ class JobOps:
         """Records the job and enqueues its init message; False (and nothing queued) when a job with this
         id exists already (idempotent resubmission)."""
         k = self.keys(spec.job_id)
-        args = [*_create_args(spec, task_ids, self.ttl_s, init), "" if self.cluster else "1"]
-        index = [] if self.cluster else [keys.JOBS_INDEX]
-        if self.cluster:  # NX: a resubmission keeps its entry
+        index = [] if self.cluster else [keys.JOBS_INDEX]  # on a cluster, another slot: written apart
+        args = [*_create_args(spec, task_ids, self.ttl_s, init), "1" if index else ""]
+        if not index:  # NX: a resubmission keeps its entry
             yield Command(lambda r: r.zadd(keys.JOBS_INDEX, {spec.job_id: args[3]}, nx=True))
         if not (yield Script(scripts.CREATE, [k.job, k.active, *index, *self._queue(init)], args)):
             return False
@@ -188,8 +193,8 @@ class JobOps:
         lease back and enqueues the `following` stage, in one step. False if this attempt no longer
         holds the lease (nothing is written or sent)."""
         pairs = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
-        flat = [item for pair in pairs.items() for item in pair]
-        args: list[ScriptArg] = [token, stage, elapsed_s, time.time(), job_id, following.payload, *flat]
+        args: list[ScriptArg] = [token, stage, elapsed_s, time.time(), job_id, following.payload]
+        args += _flat(pairs)
         k = self.keys(job_id)
         if not (yield Script(scripts.END_STAGE, [k.job, k.stats, k.leases, *self._queue(following)], args)):
             return False
@@ -249,8 +254,7 @@ class JobOps:
 
     def set_fields(self, job_id: str, fields: dict[str, str]) -> Op[bool]:
         """Writes plain fields of a job that still exists (False: it is gone, nothing written)."""
-        flat = [item for pair in fields.items() for item in pair]
-        return bool((yield Script(scripts.SET_IF_LIVE, [self.layout.job(job_id)], flat)))
+        return bool((yield Script(scripts.SET_IF_LIVE, [self.layout.job(job_id)], _flat(fields))))
 
     # --- READY slots -------------------------------------------------------------------------------
 
