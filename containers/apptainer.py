@@ -11,7 +11,7 @@ from containers.client import wait_for_socket
 from containers.errors import RuntimeUnavailable, SandboxStartError
 from containers.handle import SandboxHandle
 from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, sandbox_env, server_command
-from containers.layout import check_same_node, new_sandbox
+from containers.layout import check_same_node, new_sandbox, pin_server_socket
 from containers.sandbox import Sandbox
 from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
@@ -84,6 +84,7 @@ class ApptainerRuntime:
                     start_new_session=True,
                 )
             wait_for_socket(control / SOCKET_NAME, spec.start_timeout_s)
+            handle = pin_server_socket(handle)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, SandboxStartError) as exc:
             self.teardown(handle)
             detail = getattr(exc, "stderr", b"") or b""

@@ -19,7 +19,11 @@ class SandboxHandle(BaseModel):
     workdir: str
     """The workspace's path inside the sandbox."""
     socket_path: str
-    """Host path of the execution server's Unix socket."""
+    """Host path of the execution server's Unix socket, in the control directory the sandbox sees (and can
+    write: it may replace the file with its own server's)."""
+    server_socket: str | None = None
+    """Host-only hard link, made at start before the rollout could run anything, to the socket the real
+    server bound: the host connects here, so whatever the sandbox puts at `socket_path` never answers it."""
     tcp_address: str | None = None
     """`host:port` of the execution server's TCP fallback (network-enabled sandboxes only)."""
     loopback_ip: str | None = None

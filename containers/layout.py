@@ -3,12 +3,14 @@ directories and handle on this node, and attaching only on the node that started
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
 import time
 import uuid
 from pathlib import Path
 
-from containers.errors import SandboxError
+from containers.errors import SandboxError, SandboxStartError
 from containers.handle import SandboxHandle
 from containers.server.wire import SOCKET_NAME
 from containers.spec import SandboxSpec
@@ -36,6 +38,25 @@ def new_sandbox(root: Path, runtime: str, spec: SandboxSpec) -> tuple[SandboxHan
         labels=spec.labels,
     )
     return handle, workspace, control
+
+
+PINNED_SOCKET = "server.sock"
+
+
+def pin_server_socket(handle: SandboxHandle) -> SandboxHandle:
+    """Hard-links the socket the execution server bound into the sandbox directory, which the sandbox
+    never sees, and names the link in the handle: the host's channel is then that very socket in every
+    process that attaches, whatever the rollout later puts in the control directory (it can remove or
+    replace the name there, not the socket the link holds). Call once the server is ready and before
+    anything of the rollout runs."""
+    pinned = Path(handle.sandbox_dir) / PINNED_SOCKET
+    try:
+        os.link(handle.socket_path, pinned, follow_symlinks=False)
+        if not stat.S_ISSOCK(os.lstat(pinned).st_mode):
+            raise SandboxStartError(f"{handle.socket_path} is not a socket")
+    except OSError as exc:
+        raise SandboxStartError(f"cannot pin the execution server's socket: {exc}") from exc
+    return handle.model_copy(update={"server_socket": str(pinned)})
 
 
 def check_same_node(handle: SandboxHandle) -> None:

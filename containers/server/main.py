@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from containers.server.app import ExecService, Handler, UnixServer, _Server, serve
-from containers.server.limits import apply_rlimits, restore_default_signals
+from containers.server.limits import apply_rlimits, make_undumpable, restore_default_signals
 
 DEFAULTS: dict[str, Any] = {
     "socket": None,  # Unix socket path to listen on (required)
@@ -38,6 +38,7 @@ def parse_config(argv: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     config = parse_config(sys.argv[1:] if argv is None else argv)
+    make_undumpable()  # before anything the rollout could later take from it exists
     apply_rlimits(config["limits"])
     restore_default_signals()
     workdir = str(config["workdir"])
