@@ -1,9 +1,11 @@
 """What a networked sandbox may reach: the public internet only. pasta already keeps it off the host's
 loopback and addresses; this nftables filter, set inside the sandbox's network namespace before anything
-runs there, also drops traffic to private, shared, link-local (cloud metadata) and multicast ranges,
-where a farm's Redis, API and other nodes live, except the host's name servers on port 53. Operators can
-let specific networks through with FARM_SANDBOX_EGRESS_ALLOW (comma-separated CIDRs, e.g. an internal
-package mirror). The sandbox cannot change the rules: it has no capability in that namespace."""
+runs there, also drops traffic to private, shared, link-local (cloud metadata), documentation, benchmark
+and multicast ranges, and to the IPv6 prefixes that carry IPv4 addresses (NAT64, IPv4-compatible,
+IPv4-mapped), where a farm's Redis, API and other nodes live, except the host's name servers on port 53.
+Operators can let specific networks through with FARM_SANDBOX_EGRESS_ALLOW (comma-separated CIDRs, e.g.
+an internal package mirror). The sandbox cannot change the rules: it has no capability in that
+namespace."""
 
 from __future__ import annotations
 
@@ -17,9 +19,18 @@ log = logging.getLogger(__name__)
 
 BLOCKED_V4 = [
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-    "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
+    "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24",
+    "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
 ]  # fmt: skip
-BLOCKED_V6 = ["::1/128", "::ffff:0:0/96", "fc00::/7", "fe80::/10", "ff00::/8"]
+"""Unspecified, private, shared (CGNAT), loopback, link-local, IETF, documentation (TEST-NET-1/2/3, often
+reused inside labs and clouds), benchmark, multicast and reserved."""
+BLOCKED_V6 = [
+    "::/96", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "2001:db8::/32", "fc00::/7", "fe80::/10",
+    "ff00::/8",
+]  # fmt: skip
+"""IPv4-compatible (with loopback and unspecified) and IPv4-mapped addresses, NAT64 prefixes (a NAT64
+gateway would carry them to any IPv4 address, private ones included), documentation, unique-local,
+link-local and multicast."""
 _warned = False
 
 

@@ -84,6 +84,53 @@ def _reap_children() -> None:
                 del _children[sandbox_id]
 
 
+class _Reaper:
+    """Waits for this process's launchers as they exit, whoever stopped their sandbox: a sandbox started
+    here (the init worker) is usually stopped by another process (the run worker, the orphan sweep), and
+    its launcher would stay a zombie child of this one until the next start. One thread, one pidfd per
+    launcher, started on first use."""
+
+    def __init__(self) -> None:
+        self._poll = select.poll()
+        self._fds: dict[int, subprocess.Popen[bytes]] = {}
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._poll.register(self._wake_r, select.POLLIN)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, proc: subprocess.Popen[bytes]) -> None:
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except (OSError, AttributeError):  # no pidfds (kernel < 5.3): reaped at the next start
+            return
+        with self._lock:
+            self._fds[fd] = proc
+            self._poll.register(fd, select.POLLIN)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="sandbox-reaper", daemon=True)
+                self._thread.start()
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"x")
+
+    def _run(self) -> None:
+        while True:
+            for fd, _ in self._poll.poll():
+                if fd == self._wake_r:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self._wake_r, 4096)
+                    continue
+                with self._lock:
+                    proc = self._fds.pop(fd, None)
+                    self._poll.unregister(fd)
+                os.close(fd)
+                if proc is not None:
+                    proc.poll()  # reaps it (Popen serialises this with a concurrent wait())
+                    _reap_children()
+
+
+_reaper = _Reaper()
+
+
 def host_paths_for_server(hidden: list[str]) -> list[str]:
     """What the execution server needs from the host that the sandbox would not see: the interpreter, its
     prefixes and import-path entries lying under the private /tmp or a hidden directory (/root, ...)."""
@@ -231,6 +278,7 @@ class LocalRuntime:
                 os.close(fd)
         with _children_lock:
             _children[handle.id] = proc
+        _reaper.watch(proc)
         handle = handle.model_copy(update={"pid": proc.pid, "pid_start": procs.start_ticks(proc.pid)})
         record_handle(handle)
         try:
@@ -316,8 +364,13 @@ class LocalRuntime:
                     egress.restrict(init_pid, user_namespace=os.geteuid() != 0)
                 except egress.EgressFilterError as error:
                     raise SandboxStartError(str(error)) from None
+                owner = (handle.uid, handle.gid if handle.gid is not None else handle.uid)
                 net_pid = attach_pasta(
-                    pasta, init_pid, Path(handle.sandbox_dir) / "pasta.pid", spec.host_ports
+                    pasta,
+                    init_pid,
+                    Path(handle.sandbox_dir) / "pasta.pid",
+                    spec.host_ports,
+                    runas=owner if handle.uid is not None else None,
                 )
                 handle = handle.model_copy(
                     update={"net_pid": net_pid, "net_start": procs.start_ticks(net_pid)}

@@ -7,9 +7,12 @@ sandbox's loopback reaches that port on the host's loopback (the model gateway o
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from containers.errors import SandboxStartError
@@ -19,42 +22,91 @@ def find_pasta() -> str | None:
     return shutil.which("pasta")
 
 
+NS_GET_USERNS = 0xB701
+"""ioctl on a namespace fd: an fd of the user namespace owning it."""
+
+
 def pasta_argv(
-    pasta: str, pid: int, pid_file: str, host_ports: list[int], netns_fd: int | None = None
+    pasta: str,
+    pid: int,
+    pid_file: str,
+    host_ports: list[int],
+    netns_fd: int | None = None,
+    userns_fd: int | None = None,
 ) -> list[str]:
-    """As root, pasta joins the namespace directly: bwrap nests the sandbox's user namespace below the one
-    owning its network namespace, so joining "the namespaces of pid" would lack the rights. pasta then
-    drops every capability and confines itself (seccomp, its own namespaces) before handling traffic.
-    Unprivileged, it joins the user and network namespaces of `pid` (the sandbox then has no nested user
-    namespace: see local.py)."""
+    """Started by root, pasta runs as the sandbox's host uid (never root: with `--runas 0` it kept uid 0
+    and CAP_SYS_ADMIN for its whole life) and joins the sandbox's network namespace through the user
+    namespace that owns it, which that uid created (bwrap nests the sandbox's own user namespace below
+    it, so "the namespaces of pid" would lack the rights). Unprivileged, it joins the user and network
+    namespaces of `pid` (the sandbox then has no nested user namespace: see local.py). Either way it
+    holds no capability on the host and confines itself (seccomp, its own namespaces)."""
     argv = [pasta, "--config-net", "--quiet", "--no-map-gw", "-t", "none", "-u", "none", "-U", "none"]
     argv += ["-T", ",".join(str(p) for p in host_ports) if host_ports else "none", "--pid", pid_file]
-    if netns_fd is not None:
-        return [*argv, "--runas", "0", "--netns", f"/proc/self/fd/{netns_fd}", "--netns-only"]
+    if netns_fd is not None and userns_fd is not None:
+        joins = ["--userns", f"/proc/self/fd/{userns_fd}", "--netns", f"/proc/self/fd/{netns_fd}"]
+        return [*argv, *joins]
     return [*argv, str(pid)]
 
 
-def attach_pasta(pasta: str, pid: int, pid_file: Path, host_ports: list[int]) -> int:
+def _drop_to(uid: int, gid: int) -> Callable[[], None]:
+    def preexec() -> None:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+
+    return preexec
+
+
+def attach_pasta(
+    pasta: str, pid: int, pid_file: Path, host_ports: list[int], runas: tuple[int, int] | None = None
+) -> int:
     """Connects the network namespace of `pid`; returns pasta's pid. pasta daemonises once the interface is
-    configured; started as root it drops to `nobody` itself, with a seccomp filter."""
-    # Opened here, with this process's rights: the sandbox's processes are not dumpable, and pasta has
-    # dropped its capabilities by the time it opens the path.
-    netns_fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY) if os.geteuid() == 0 else None
+    configured. Started by root, `runas` is the sandbox's host uid and gid (the owner of its user
+    namespace): pasta is started as that user."""
+    fds: list[int] = []
+    private: str | None = None
     try:
-        argv = pasta_argv(pasta, pid, str(pid_file), host_ports, netns_fd)
+        if os.geteuid() == 0 and runas is not None:
+            # Opened here, with root's rights: the sandbox's processes are not dumpable.
+            netns_fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+            fds.append(netns_fd)
+            userns_fd = fcntl.ioctl(netns_fd, NS_GET_USERNS)
+            fds.append(userns_fd)
+            # pasta writes its pid file as that user: into a directory of its own, beside the root-only
+            # sandbox directory's files
+            private = tempfile.mkdtemp(prefix="pasta-")
+            os.chown(private, *runas)
+            target = os.path.join(private, "pid")
+            argv = pasta_argv(pasta, pid, target, host_ports, netns_fd, userns_fd)
+            preexec = _drop_to(*runas)
+        else:
+            argv, preexec = pasta_argv(pasta, pid, str(pid_file), host_ports), None
         done = subprocess.run(
             argv,
             env={"PATH": "/usr/bin:/bin"},
             capture_output=True,
             timeout=10,
-            pass_fds=(netns_fd,) if netns_fd is not None else (),
+            pass_fds=tuple(fds),
+            preexec_fn=preexec,
+            cwd="/",
         )
+        for fd in fds:
+            os.close(fd)
+        fds.clear()
+        if done.returncode != 0:
+            stderr = done.stderr.decode(errors="replace")
+            raise SandboxStartError(f"pasta failed ({done.returncode}): {stderr}")
+        try:
+            if private is not None:
+                text = Path(private, "pid").read_text()
+                pid_file.write_text(text)
+            else:
+                text = pid_file.read_text()
+            return int(text.strip())
+        except (OSError, ValueError):
+            raise SandboxStartError("pasta wrote no pid file") from None
     finally:
-        if netns_fd is not None:
-            os.close(netns_fd)
-    if done.returncode != 0:
-        raise SandboxStartError(f"pasta failed ({done.returncode}): {done.stderr.decode(errors='replace')}")
-    try:
-        return int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        raise SandboxStartError("pasta wrote no pid file") from None
+        for fd in fds:
+            os.close(fd)
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)

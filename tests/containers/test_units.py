@@ -176,11 +176,12 @@ def test_wire_addresses() -> None:
 
 
 def test_pasta_argv_forwards_nothing_but_the_granted_ports() -> None:
-    as_root = pasta_argv("pasta", 42, "/sb/pasta.pid", [8000, 8001], netns_fd=9)
+    as_root = pasta_argv("pasta", 42, "/sb/pasta.pid", [8000, 8001], netns_fd=9, userns_fd=10)
     joined = " ".join(as_root)
     for flag in ("--no-map-gw", "-t none", "-u none", "-U none", "-T 8000,8001", "--config-net"):
         assert flag in joined
-    assert as_root[-5:] == ["--runas", "0", "--netns", "/proc/self/fd/9", "--netns-only"]
+    assert as_root[-4:] == ["--userns", "/proc/self/fd/10", "--netns", "/proc/self/fd/9"]
+    assert "--runas" not in as_root  # started as the sandbox's user, never kept as root
     rootless = pasta_argv("pasta", 42, "/sb/pasta.pid", [])
     assert "-T none" in " ".join(rootless) and rootless[-1] == "42"
 
