@@ -100,6 +100,11 @@ class Sandbox:
         answer: dict[str, Any] = self.client.call_once("cancel", timeout=1.0)
         return answer
 
+    def quiesce(self) -> None:
+        """Kill every process in the sandbox but its execution server (what a rollout left running), before
+        an evaluation runs there. Raises ExecServerError when the server cannot be reached."""
+        self.client.call("quiesce", timeout=10.0)
+
     def ping(self) -> bool:
         try:
             self.client.call_once("ping", timeout=2.0)

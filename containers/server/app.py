@@ -4,6 +4,7 @@ network reaches it), dispatching ops to the command runner, file transfer and th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socketserver
 import threading
@@ -72,6 +73,15 @@ class ToolBox:
             interrupted.append("python")
         return interrupted
 
+    def forget(self) -> None:
+        """Close and drop the (killed) tool backends; the next call starts fresh ones."""
+        with self._lock:
+            bash, kernel, self._bash, self._kernel = self._bash, self._kernel, None, None
+        for backend in (bash, kernel):
+            if backend is not None:
+                with contextlib.suppress(Exception):  # already dead: nothing left to close
+                    backend.close()
+
     def close(self) -> None:
         if self._bash is not None:
             self._bash.close()
@@ -95,6 +105,7 @@ class ExecService:
             "ipython": self.ipython,
             "editor": self.editor,
             "cancel": self.cancel,
+            "quiesce": self.quiesce,
             "shutdown": self.shutdown,
         }
 
@@ -139,6 +150,19 @@ class ExecService:
 
     def cancel(self) -> dict[str, Any]:
         return {"commands": self.runner.cancel_all(), "tools": self.tools.interrupt()}
+
+    def quiesce(self) -> dict[str, Any]:
+        """SIGKILL every process of the sandbox but this server and the namespace's init: what the rollout
+        left running (daemons that escaped their process group, the tool shells) must not touch what an
+        evaluation runs next. kill(-1) reaches exactly the processes of this pid namespace."""
+        import signal
+
+        self.runner.cancel_all()
+        self.tools.interrupt()
+        with contextlib.suppress(ProcessLookupError):  # nothing else was running
+            os.kill(-1, signal.SIGKILL)
+        self.tools.forget()
+        return {"pid": os.getpid()}
 
     def shutdown(self) -> dict[str, Any]:
         threading.Thread(target=self._on_shutdown, daemon=True).start()

@@ -23,6 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from containers import Sandbox, attach
 from farm.handler.context import JobContext
 from farm.handler.protocol import EvalOutput, RunOutput
+from handlers.evaluation_guard import (
+    changed_implicit,
+    command_path,
+    evaluation_env,
+    refused_patch_paths,
+    scan_implicit,
+    workspace_path_dirs,
+)
 from handlers.harness.prepare import Step, parse_steps, run_steps, sandbox_path, tail, write_file_command
 from handlers.harness.runtime import sandbox_overrides
 from handlers.harness.workspace import apply_patch_script
@@ -49,6 +57,8 @@ class RunFacts:
     patch: str | None
     exit_code: int | None
     fresh: FreshRuntime | None = None
+    implicit_before: dict[str, str] | None = None
+    """The workspace's implicitly loaded files (conftest.py, ...) before the harness ran, read on the host."""
 
 
 class HarnessEvaluator(ABC):
@@ -118,7 +128,12 @@ class OutputTestEvaluator(HarnessEvaluator):
         assert isinstance(config, OutputTestConfig)
         timeout = min(config.timeout_s, max(ctx.remaining(), 1.0))
         try:
+            tampered = self._tampered(facts)
+            if tampered:
+                why = f"the harness changed files the test would load implicitly: {', '.join(tampered)}"
+                return {"test": {"passed": False, "exit_code": None, "output": why, "tampered": tampered}}
             if not config.fresh:
+                facts.sandbox.quiesce()  # nothing the harness left running may touch the test
                 return {"test": self._run_test(facts.sandbox, config, timeout, fresh=False)}
             if facts.fresh is None:
                 raise EvaluatorUnavailable("the fresh runtime was never started")
@@ -135,11 +150,25 @@ class OutputTestEvaluator(HarnessEvaluator):
                 facts.fresh.stop()
 
     @staticmethod
+    def _tampered(facts: RunFacts) -> list[str]:
+        """Implicitly loaded files the harness added, removed or changed in its workspace (same node)."""
+        if facts.implicit_before is None or not facts.sandbox.workspace.is_dir():
+            return []
+        return changed_implicit(facts.implicit_before, scan_implicit(facts.sandbox.workspace))
+
+    @staticmethod
     def _transfer(facts: RunFacts, sandbox: Sandbox) -> str | None:
         """Bring the harness's work into the fresh runtime; returns a problem, or None."""
         if facts.patch is not None:
             if not facts.patch.strip():
                 return None
+            refused = refused_patch_paths(
+                facts.patch, workspace_path_dirs(command_path(sandbox), sandbox.workdir)
+            )
+            if refused:
+                return (
+                    f"the workspace patch changes files the test would load implicitly: {', '.join(refused)}"
+                )
             applied = sandbox.exec(apply_patch_script(), stdin=facts.patch, timeout=120.0)
             if applied.exit_code != 0:
                 return f"the workspace patch does not apply in the fresh runtime:\n{tail(applied.stderr)}"
@@ -157,7 +186,8 @@ class OutputTestEvaluator(HarnessEvaluator):
             if written.exit_code != 0:
                 raise RuntimeError(f"test_on_output: could not write {path}: {written.stderr.strip()}")
         cwd = sandbox_path(sandbox.workdir, config.cwd) if config.cwd else None
-        result = sandbox.exec(config.command, cwd=cwd, timeout=timeout)
+        env = evaluation_env(sandbox, rollout_sandbox=not fresh)
+        result = sandbox.exec(config.command, cwd=cwd, timeout=timeout, env=env)
         output = (result.stdout + ("\n" + result.stderr if result.stderr else "")).strip()
         return {
             "passed": result.exit_code == 0 and not result.timed_out,
@@ -174,6 +204,8 @@ class OutputTestEvaluator(HarnessEvaluator):
             return EvalOutput(reward=0.0, metadata={"tests_passed": False, "test_missing": True})
         if test.get("error"):
             raise EvaluatorUnavailable(f"test_on_output could not run the test: {test['error']}")
+        if test.get("tampered"):
+            return EvalOutput(reward=0.0, metadata={"tests_passed": False, "tampered": test["tampered"]})
         passed = bool(test.get("passed"))
         return EvalOutput(reward=1.0 if passed else 0.0, metadata={"tests_passed": passed})
 

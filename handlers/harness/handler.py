@@ -22,6 +22,7 @@ from farm.errors import JobCancelled, LeaseLost, WorkerDraining
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
 from farm.handler.registry import register
+from handlers.evaluation_guard import scan_implicit
 from handlers.harness.adapters import HarnessInputs, HarnessPlan, get_adapter
 from handlers.harness.evaluators import FreshRuntime, RunFacts, resolve
 from handlers.harness.execution import Interrupted, checked_exec, quietly, run_interruptible
@@ -137,12 +138,15 @@ class HarnessHandler(AgentHandler):
                 if fresh_steps is not None:
                     groups = [*self.prepare_steps(ctx, inst), ("evaluator.config.prepare", fresh_steps)]
                     fresh = FreshRuntime(ctx, groups)
+                implicit_before = scan_implicit(sandbox.workspace) if sandbox.workspace.is_dir() else None
                 kind, finish_reason, artifacts = self.run_harness(ctx, inst, sandbox, plan, session_id)
                 # A new connection: after an interruption the harness's exec may still hold the old one.
                 after = open_sandbox(state)
                 artifacts.update(self.patch_artifacts(after, state))
                 if kind == "completed":
-                    facts = RunFacts(after, artifacts.get("patch"), artifacts["exit_code"], fresh)
+                    facts = RunFacts(
+                        after, artifacts.get("patch"), artifacts["exit_code"], fresh, implicit_before
+                    )
                     artifacts.update(evaluator.collect(ctx, facts, evaluator_config))
             except BaseException:
                 quietly(lambda: gateway.end(session_id))

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from containers import Sandbox, get_runtime
 from containers.spec import SandboxSpec
+from handlers.evaluation_guard import command_path, evaluation_env, refused_patch_paths, workspace_path_dirs
 from handlers.swe import pytest_log
 from handlers.swe.instance import SweTask
 from handlers.swe.repository import GIT, check_source, prepare_repository, sandbox_env, source_binds
@@ -169,13 +170,18 @@ def evaluate_patch(
         return max(deadline - time.monotonic(), 1.0)
 
     with get_runtime(runtime.get("backend", "local")).start(spec) as sandbox:
+        refused = refused_patch_paths(patch, workspace_path_dirs(command_path(sandbox), sandbox.workdir))
+        if refused:  # the test run would load them: a patch that passes through them proves nothing
+            why = f"the patch changes files the test run loads implicitly: {', '.join(refused)}"
+            return _unscored(task, why, refused_paths=refused, duration_s=time.monotonic() - started)
         prepare_repository(sandbox, task, timeout_s=left())
         applied = sandbox.exec(_APPLY, stdin=patch, timeout=left())
         log = applied.stdout + applied.stderr
         if applied.exit_code != 0:
             return _unscored(task, log, duration_s=time.monotonic() - started)
         _apply_test_patch(sandbox, task, timeout_s=left())
-        run = sandbox.exec(pytest_command(task, sandbox.workdir), timeout=left(), env={"COLUMNS": "200"})
+        env = {**evaluation_env(sandbox, rollout_sandbox=False), "COLUMNS": "200"}
+        run = sandbox.exec(pytest_command(task, sandbox.workdir), timeout=left(), env=env)
         left()
         summary = sandbox.exec(
             f"sed -n '/short test summary info/,$p' {SCRATCH}/test.log", timeout=60, output_limit=64 << 20

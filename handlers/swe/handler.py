@@ -124,6 +124,7 @@ class SweHandler(AgentHandler):
                 "evaluator": verdict.evaluator,
                 "eval_s": round(verdict.duration_s, 3),
                 "patch_error": run.metadata.get("patch_error"),
+                **({"refused_paths": verdict.refused_paths} if verdict.refused_paths else {}),
             },
         )
 

@@ -23,5 +23,7 @@ class PatchVerdict(BaseModel):
     log: str = ""
     """Tail of the apply and test output."""
     timed_out: bool = False
+    refused_paths: list[str] = Field(default_factory=list)
+    """Implicitly loaded files (conftest.py, sitecustomize.py, ...) the patch changed: not run, reward 0."""
     evaluator: str = "farm"
     duration_s: float = 0.0

@@ -1,0 +1,142 @@
+"""What an evaluation re-checks before it trusts a test run with the rollout's work.
+
+A test command exits 0 or prints PASSED because of what it loads. Besides the code under test, Python and
+pytest load files implicitly: `conftest.py` and `pytest.ini` beside the tests, `sitecustomize.py`,
+`usercustomize.py` and `.pth` files on the import path (the user site lies under $HOME, which is the
+workspace), and the shell finds commands on PATH. A rollout can plant any of these, so an evaluation:
+
+- refuses a patch that creates or changes an implicitly loaded file (`refused_patch_paths`);
+- compares the implicitly loaded files of a workspace with those it held before the rollout, read on the
+  host without following links (`scan_implicit`, `changed_implicit`);
+- runs its commands with `evaluation_env`: no user site, a fresh $HOME, no BASH_ENV/ENV, and PATH without
+  any entry the sandbox can write (the workspace, /tmp);
+- in the rollout's own sandbox, first kills what the rollout left running (`Sandbox.quiesce`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import uuid
+from pathlib import Path
+
+from containers import Sandbox
+
+IMPLICIT_NAMES = frozenset(
+    {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini"}
+)
+IMPLICIT_SUFFIXES = (".pth",)
+WRITABLE_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run/farm")
+"""Directories every sandbox can write besides its workspace: never on an evaluation's PATH."""
+MAX_HASHED_BYTES = 8 << 20
+_DIFF_PATHS = re.compile(r"^(?:diff --git a/(.+?) b/(.+?)|(?:---|\+\+\+) (?:a|b)/(.+?)(?:\t.*)?)$")
+
+
+def is_implicit(path: str) -> bool:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name in IMPLICIT_NAMES or name.endswith(IMPLICIT_SUFFIXES)
+
+
+def refused_patch_paths(patch: str, path_dirs: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Paths of a unified or git diff that tests would load without being asked to (sorted, unique):
+    implicitly loaded files, and anything in `path_dirs` (workspace-relative directories on PATH)."""
+    found = set()
+    dirs = [d.strip("/") + "/" for d in path_dirs if d.strip("/")]
+    for line in patch.splitlines():
+        match = _DIFF_PATHS.match(line)
+        if match:
+            for raw in match.groups():
+                path = (raw or "").strip('"')
+                if path and (is_implicit(path) or any(path.startswith(d) for d in dirs)):
+                    found.add(path)
+    return sorted(found)
+
+
+def workspace_path_dirs(path: str, workdir: str) -> list[str]:
+    """The PATH entries lying in the workspace, relative to it."""
+    prefix = workdir.rstrip("/") + "/"
+    return [
+        os.path.normpath(e)[len(prefix) :] for e in path.split(":") if os.path.normpath(e).startswith(prefix)
+    ]
+
+
+SCAN_SKIPPED_DIRS = frozenset({".git", "node_modules", "__pycache__", "site-packages", "dist-packages"})
+"""Not searched for planted files: installing packages during a run legitimately adds conftest.py and .pth
+files there; an evaluation in the rollout's sandbox keeps the workspace off PATH instead."""
+
+
+def scan_implicit(root: str | Path) -> dict[str, str]:
+    """Workspace-relative path → sha256 (or "link:<target>", "special") of every implicitly loaded file
+    under `root` (.pth files aside: loaded only from site directories), read on the host without
+    following links."""
+    found: dict[str, str] = {}
+    base = str(root)
+    for directory, dirs, files in os.walk(base, followlinks=False):
+        dirs[:] = [d for d in dirs if d not in SCAN_SKIPPED_DIRS]
+        for name in [*files, *dirs]:
+            if name not in IMPLICIT_NAMES:
+                continue
+            path = os.path.join(directory, name)
+            found[os.path.relpath(path, base)] = _fingerprint(path)
+    return found
+
+
+def _fingerprint(path: str) -> str:
+    try:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            return f"link:{os.readlink(path)}"
+        if not stat.S_ISREG(info.st_mode):
+            return f"special:{stat.S_IFMT(info.st_mode)}"
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            return hashlib.sha256(handle.read(MAX_HASHED_BYTES)).hexdigest()
+    except OSError as exc:
+        return f"unreadable:{exc.errno}"
+
+
+def changed_implicit(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Implicitly loaded files added, removed or changed between two scans."""
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+
+
+def command_path(sandbox: Sandbox) -> str:
+    """The PATH the sandbox's commands start with: its execution server's, which the rollout cannot
+    change (read with the sandbox's read-only printenv)."""
+    return sandbox.exec(["/usr/bin/printenv", "PATH"], timeout=30).stdout.strip()
+
+
+def evaluation_env(sandbox: Sandbox, *, rollout_sandbox: bool) -> dict[str, str]:
+    """Variables an evaluation command runs with in `sandbox`: a fresh private $HOME, no user site, no shell
+    start-up file, and PATH less what the sandbox can write. In a fresh sandbox the workspace's own PATH
+    entries (a venv the task prepared) stay, the patch having been screened for them; in the rollout's
+    sandbox they go."""
+    home = f"/tmp/.farm-eval-{uuid.uuid4().hex}"
+    made = sandbox.exec(["/bin/mkdir", "-m", "700", home], timeout=30)
+    if made.exit_code != 0:
+        raise RuntimeError(f"could not make the evaluation's home {home}: {made.stderr.strip()[:300]}")
+    path = command_path(sandbox)
+    return {
+        "PATH": trusted_path(path, sandbox.workdir if rollout_sandbox else None),
+        "HOME": home,
+        "PYTHONNOUSERSITE": "1",
+        "BASH_ENV": "",
+        "ENV": "",
+    }
+
+
+def trusted_path(path: str, workdir: str | None) -> str:
+    """`path` without relative entries and entries under a sandbox-writable directory (and the workspace,
+    when `workdir` is given)."""
+    kept = []
+    writable = (*WRITABLE_PREFIXES, *([workdir] if workdir else []))
+    for entry in path.split(":"):
+        normal = os.path.normpath(entry) if entry else ""
+        if not normal.startswith("/"):
+            continue
+        if any(normal == p or normal.startswith(p.rstrip("/") + "/") for p in writable):
+            continue
+        kept.append(normal)
+    return ":".join(dict.fromkeys(kept)) or "/usr/bin:/bin"
