@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads each on first use
     from containers.errors import ExecServerError as ExecServerError
     from containers.errors import SandboxError as SandboxError
+    from containers.errors import SandboxLimitExceeded as SandboxLimitExceeded
     from containers.errors import SandboxStartError as SandboxStartError
     from containers.handle import SandboxHandle as SandboxHandle
     from containers.results import ExecResult as ExecResult
@@ -37,6 +38,7 @@ _EXPORTS = {
     "attach": "containers.runtime",
     "SandboxError": "containers.errors",
     "SandboxStartError": "containers.errors",
+    "SandboxLimitExceeded": "containers.errors",
     "ExecServerError": "containers.errors",
 }
 

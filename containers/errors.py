@@ -15,5 +15,10 @@ class ExecServerError(SandboxError):
     """The execution server could not be reached or answered with an error."""
 
 
+class SandboxLimitExceeded(ExecServerError):
+    """The sandbox was ended for exceeding a resource limit (its workspace disk cap): the job ends with this
+    resource failure, it is no observation for the policy."""
+
+
 class RuntimeUnavailable(SandboxError):
     """The runtime's binary or engine is not present on this machine."""

@@ -49,5 +49,7 @@ class SandboxHandle(BaseModel):
     """Apptainer instance or Docker container name."""
     created_at: float
     expires_at: float | None = None
+    disk_cap_mb: int | None = None
+    """Workspace disk cap a watcher enforces (containers/disk_watch.py); None: not watched."""
     labels: dict[str, str] = Field(default_factory=dict)
     """The starter's labels (e.g. the farm job that owns it), for finding orphans."""

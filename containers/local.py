@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from containers import egress, procs
+from containers import disk_watch, egress, procs
 from containers import limits_host as host_limits
 from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
@@ -210,6 +210,7 @@ class LocalRuntime:
             gid=identity.gid if identity else None,
             created_at=time.time(),
             expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
+            disk_cap_mb=spec.limits.disk_mb or disk_watch.default_cap_mb(),
             labels=spec.labels,
         )
         # Recorded from the start (and again once its launcher runs), so a sandbox whose starter is
@@ -221,6 +222,7 @@ class LocalRuntime:
             self.teardown(partial)
             raise
         record_handle(handle)
+        disk_watch.watch(handle, handle.disk_cap_mb)
         return Sandbox(handle, self)
 
     def _launch(
@@ -446,6 +448,7 @@ class LocalRuntime:
 
     def attach(self, handle: SandboxHandle) -> Sandbox:
         self._check_node(handle)
+        disk_watch.watch(handle, handle.disk_cap_mb)  # this process may outlive the one that started it
         return Sandbox(handle, self)
 
     @staticmethod

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from containers.client import ExecClient
+from containers.disk_watch import raise_if_exceeded
 from containers.errors import ExecServerError
 from containers.handle import SandboxHandle
 from containers.results import ExecResult, ToolResult
@@ -72,11 +73,19 @@ class Sandbox:
             args["stdin"] = stdin
         if output_limit is not None:
             args["output_limit"] = output_limit
-        return ExecResult.model_validate(self.client.call("exec", args, timeout=timeout))
+        return ExecResult.model_validate(self._call("exec", args, timeout=timeout))
 
     def tool(self, name: str, timeout: float = DEFAULT_TOOL_TIMEOUT_S, **arguments: Any) -> ToolResult:
-        """Run a registry tool (bash, python, editor, think, finish) with a model's arguments."""
-        return call_tool(self.client, name, arguments, timeout=timeout)
+        """Run a registry tool (bash, python, editor, think, finish) with a model's arguments. Raises
+        SandboxLimitExceeded once the sandbox was ended for a limit (a resource failure, no observation)."""
+        try:
+            result = call_tool(self.client, name, arguments, timeout=timeout)
+        except ExecServerError as exc:
+            raise_if_exceeded(self._handle, exc)
+            raise
+        if result.error:
+            raise_if_exceeded(self._handle)
+        return result
 
     def upload(self, local: str | Path, remote: str) -> None:
         """Copy a host file or directory to `remote` inside the sandbox (replacing a file, merging a dir).
@@ -84,7 +93,7 @@ class Sandbox:
         The execution server writes it, as the sandbox's user and inside the sandbox's own view, never the
         host into the workspace: a link the rollout planted there can only lead somewhere the sandbox
         could write anyway."""
-        self.client.call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
+        self._call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 
     def download(self, remote: str, local: str | Path) -> None:
         """Copy a file or directory from the sandbox to the host path `local`.
@@ -92,8 +101,15 @@ class Sandbox:
         The execution server reads it inside the sandbox's view (a link to a host file leads nowhere the
         sandbox cannot read), and links are not carried to the host at all: a regular file or directory
         tree arrives, never a link a later reader on the host would follow."""
-        data = self.client.call("get", {"path": remote}, timeout=300.0)["data"]
+        data = self._call("get", {"path": remote}, timeout=300.0)["data"]
         files.unpack(data, str(local), links=False)
+
+    def _call(self, op: str, args: dict[str, Any], timeout: float | None) -> Any:
+        try:
+            return self.client.call(op, args, timeout=timeout)
+        except ExecServerError as exc:
+            raise_if_exceeded(self._handle, exc)
+            raise
 
     def cancel(self) -> dict[str, Any]:
         """Kill the commands running now and interrupt the busy tools; returns within a second."""
@@ -103,7 +119,7 @@ class Sandbox:
     def quiesce(self) -> None:
         """Kill every process in the sandbox but its execution server (what a rollout left running), before
         an evaluation runs there. Raises ExecServerError when the server cannot be reached."""
-        self.client.call("quiesce", timeout=10.0)
+        self._call("quiesce", {}, timeout=10.0)
 
     def ping(self) -> bool:
         try:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from containers.errors import SandboxLimitExceeded
 from farm.agent.conversation import TokenConversation
 from farm.agent.tools import FunctionTool, ToolError
 from farm.chat.families import CALL_HINTS
@@ -204,7 +205,7 @@ def _run_tool(
     except ToolError as exc:
         episode.recoverable_errors.append(f"{name}: {exc}")
         return f"Error: {exc}"
-    except (JobCancelled, JobDeadlineExceeded):
+    except (JobCancelled, JobDeadlineExceeded, SandboxLimitExceeded):  # the job ends: a resource failure
         raise
     except Exception as exc:  # a tool bug must not end the job: the policy sees the error
         log.exception("tool %s failed", name)

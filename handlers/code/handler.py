@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from containers import ExecServerError, Sandbox, SandboxError, get_runtime
+from containers import ExecServerError, Sandbox, SandboxError, SandboxLimitExceeded, get_runtime
 from containers.tools.registry import openai_tools
 from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
@@ -69,6 +69,8 @@ def read_solution(sandbox: Sandbox) -> tuple[str | None, str | None]:
     )
     try:
         result = sandbox.exec(script, timeout=20.0)
+    except SandboxLimitExceeded:
+        raise  # a resource failure of the job, not a missing solution
     except SandboxError as exc:
         return None, f"could not read {SOLUTION_PATH}: {exc}"
     if result.exit_code == 3:
