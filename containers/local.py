@@ -366,13 +366,11 @@ class LocalRuntime:
                     egress.restrict(init_pid, user_namespace=os.geteuid() != 0)
                 except egress.EgressFilterError as error:
                     raise SandboxStartError(str(error)) from None
-                owner = (handle.uid, handle.gid if handle.gid is not None else handle.uid)
+                owner = None
+                if handle.uid is not None:
+                    owner = (handle.uid, handle.gid if handle.gid is not None else handle.uid)
                 net_pid = attach_pasta(
-                    pasta,
-                    init_pid,
-                    Path(handle.sandbox_dir) / "pasta.pid",
-                    spec.host_ports,
-                    runas=owner if handle.uid is not None else None,
+                    pasta, init_pid, Path(handle.sandbox_dir) / "pasta.pid", spec.host_ports, runas=owner
                 )
                 handle = handle.model_copy(
                     update={"net_pid": net_pid, "net_start": procs.start_ticks(net_pid)}

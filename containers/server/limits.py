@@ -51,7 +51,8 @@ def make_undumpable() -> bool:
     try:
         import _ctypes
 
-        prctl = _ctypes.dlsym(_ctypes.dlopen(None, 2), "prctl")  # RTLD_NOW, the running process
+        handle = _ctypes.dlopen(None, 2)  # type: ignore[arg-type]  # None: the running process, RTLD_NOW
+        prctl = _ctypes.dlsym(handle, "prctl")
         return bool(_ctypes.call_function(prctl, (4, 0, 0, 0, 0)) == 0)  # PR_SET_DUMPABLE, 0
     except (ImportError, OSError, AttributeError):
         return False
