@@ -31,7 +31,7 @@ from farm.handler.context import JobContext
 from farm.handler.protocol import RunOutput
 from farm.jobs.spec import JobSpec
 from farm.models.results import Timings
-from handlers.evaluation_guard import refused_patch_paths, scan_implicit, trusted_path
+from handlers.evaluation_guard import changed_implicit, refused_patch_paths, scan_implicit, trusted_path
 from handlers.harness.evaluators import OutputTestConfig, OutputTestEvaluator, RunFacts
 from handlers.harness.instance import HarnessInstance
 
@@ -160,3 +160,32 @@ def test_trusted_path_drops_what_the_sandbox_can_write() -> None:
     path = "/workspace/bin:.:/tmp/x:/usr/local/bin::/usr/bin:/workspace/.venv/bin:/dev/shm"
     assert trusted_path(path, "/workspace") == "/usr/local/bin:/usr/bin"
     assert trusted_path(path, None) == "/workspace/bin:/usr/local/bin:/usr/bin:/workspace/.venv/bin"
+
+
+def test_refused_patch_paths_reads_every_diff_header() -> None:
+    patch = (
+        "diff --git a/pkg/conftest.py b/pkg/conftest.py\n--- a/pkg/conftest.py\n+++ b/pkg/conftest.py\n"
+        "diff --git a/src/ok.py b/src/ok.py\n--- a/src/ok.py\n+++ b/src/ok.py\n"
+        "diff --git a/x.pth b/x.pth\nnew file mode 100644\n--- /dev/null\n+++ b/x.pth\n"
+        "--- a/.venv/bin/pytest\t2024-01-01\n+++ b/.venv/bin/pytest\t2024-01-01\n"
+    )
+    assert refused_patch_paths(patch) == ["pkg/conftest.py", "x.pth"]
+    assert refused_patch_paths(patch, [".venv/bin"]) == [".venv/bin/pytest", "pkg/conftest.py", "x.pth"]
+    assert refused_patch_paths("diff --git a/src/ok.py b/src/ok.py\n") == []
+
+
+def test_changed_implicit_sees_added_removed_and_changed(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text("a")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pytest.ini").write_text("[pytest]")
+    before = scan_implicit(tmp_path)
+    (tmp_path / "conftest.py").write_text("b")
+    (tmp_path / "sub" / "pytest.ini").unlink()
+    (tmp_path / "sub" / "sitecustomize.py").symlink_to("/etc/passwd")
+    (tmp_path / "site-packages").mkdir()
+    (tmp_path / "site-packages" / "conftest.py").write_text("installed")  # a package's, not loaded
+    assert changed_implicit(before, scan_implicit(tmp_path)) == [
+        "conftest.py",
+        "sub/pytest.ini",
+        "sub/sitecustomize.py",
+    ]
