@@ -7,6 +7,7 @@ anyone who reaches them."""
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -43,7 +44,8 @@ ATTACKS = [
     pytest.param("POST", "{sp}/end?/v1/messages", id="query-trick"),
     pytest.param("POST", "{sp}/v1/messages\t/../../end", id="tab"),
     pytest.param("POST", "{sp}/v1/m\u00e9ssages", id="unicode"),
-    pytest.param("POST", "{sp}/v1/" + "a" * 70000, id="overlong"),
+    pytest.param("POST", "{sp}/v1/" + "a" * 10000, id="overlong"),
+    pytest.param("POST", "{sp}/v1/" + "a" * 70000, id="head-too-large"),
     pytest.param("POST", "*", id="asterisk-form"),
 ]
 # Shapes a harness really sends (the gateway's routes): these must still pass.
@@ -54,20 +56,23 @@ MODEL_CALLS = [
     pytest.param("GET", "{sp}/v1/models", id="models"),
 ]
 
-SEND = """python3 - <<'PY'
-import socket, sys
-data = bytes.fromhex({request!r})
-s = socket.create_connection(("127.0.0.1", {port}), 10)
-s.sendall(data)
-out = b""
-s.settimeout(20)
-try:
-    while chunk := s.recv(65536):
-        out += chunk
-except OSError:
-    pass
-sys.stdout.write(out.decode("latin-1"))
-PY"""
+SEND = """
+import json, socket, sys
+answers = []
+for request in json.load(sys.stdin):
+    s = socket.create_connection(("127.0.0.1", PORT), 10)
+    out = b""
+    try:
+        s.sendall(bytes.fromhex(request))
+        s.settimeout(20)
+        while chunk := s.recv(65536):
+            out += chunk
+    except OSError:
+        pass
+    s.close()
+    answers.append(out.decode("latin-1"))
+print(json.dumps(answers))
+"""
 
 
 def request_bytes(method: str, target: str, body: bytes = b'{"reward": 1.0}') -> bytes:
@@ -80,7 +85,9 @@ def farm_api(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
     """The real API process (uvicorn as `farm up` starts it), no token: the default."""
     logs = Path(tempfile.mkdtemp(prefix="farm-relay-attack-"))
     env = {"FARM_WORKDIR": str(logs / "work"), "FARM_API_TOKEN": ""}
-    local = LocalFarm(redis_url=redis_server.url, workers=[], llm_policy=None, env=env, log_dir=logs).start(60)
+    local = LocalFarm(redis_url=redis_server.url, workers=[], llm_policy=None, env=env, log_dir=logs).start(
+        60
+    )
     yield local
     local.stop()
 
@@ -98,9 +105,13 @@ def session(farm_api: LocalFarm) -> Iterator[tuple[httpx.Client, str, str]]:
         yield api, created["session_id"], created["base_url"]
 
 
-def through_relay(sandbox: Sandbox, base_url: str, request: bytes) -> str:
+def through_relay(sandbox: Sandbox, base_url: str, *requests: bytes) -> list[str]:
+    """Each request on its own connection to the sandbox's relay port, from inside the sandbox."""
+    script = "python3 -c " + shlex.quote(SEND.replace("PORT", str(RELAY_PORT)))
     with session_access(sandbox, base_url):
-        return sandbox.exec(SEND.format(request=request.hex(), port=RELAY_PORT), timeout=60).stdout
+        result = sandbox.exec(script, stdin=json.dumps([r.hex() for r in requests]), timeout=120)
+    answers: list[str] = json.loads(result.stdout)
+    return answers
 
 
 def direct(api_url: str, request: bytes) -> str:
@@ -132,15 +143,22 @@ def test_straight_to_the_api_a_fragment_reaches_the_sessions_management(
     assert api.get(sp).json()["state"] == "ended"
 
 
-@pytest.mark.parametrize(("method", "target"), ATTACKS)
 def test_no_shape_reaches_anything_but_the_sessions_model_routes(
-    relayed: Sandbox, session: tuple[httpx.Client, str, str], method: str, target: str
+    relayed: Sandbox, session: tuple[httpx.Client, str, str]
 ) -> None:
+    """All the shapes on one session (one sandbox command): any that got through would have ended the
+    session, or reached a model route and left a failed call (no backend is registered here)."""
     api, sid, base_url = session
     sp = f"/gateway/sessions/{sid}"
-    answer = through_relay(relayed, base_url, request_bytes(method, target.format(sp=sp, sid=sid)))
-    assert status(answer) in (403, 431), answer[:300]  # the relay's own refusal, nothing carried
-    assert "server: uvicorn" not in answer.partition("\r\n\r\n")[0]
+    shapes = [(p.id, *p.values) for p in ATTACKS]
+    requests = [request_bytes(method, target.format(sp=sp, sid=sid)) for _, method, target in shapes]
+    answers = through_relay(relayed, base_url, *requests)
+    for (name, _, target), answer in zip(shapes, answers, strict=True):
+        # the relay's own refusal, nothing carried (past 64 KiB of head the answer may be lost to the reset
+        # of a connection closed with the rest of the head unread)
+        expected = (0, 431) if len(target) > 65536 else (403,)
+        assert status(answer) in expected, (name, answer[:300])
+        assert "server: uvicorn" not in answer.partition("\r\n\r\n")[0], name
     info = api.get(sp).json()
     assert info["state"] == "open" and info["failed_call_count"] == 0, info
 
@@ -151,21 +169,22 @@ def test_a_pipelined_second_request_never_reaches_the_api(
     api, sid, base_url = session
     sp = f"/gateway/sessions/{sid}"
     first = request_bytes("POST", f"{sp}/v1/chat/completions", b"{}")
-    answer = through_relay(relayed, base_url, first + request_bytes("POST", f"{sp}/end", b""))
+    (answer,) = through_relay(relayed, base_url, first + request_bytes("POST", f"{sp}/end", b""))
     assert answer.count("HTTP/1.1 ") == 1, answer
     assert api.get(sp).json()["state"] == "open"
 
 
-@pytest.mark.parametrize(("method", "target"), MODEL_CALLS)
 def test_the_sessions_model_routes_still_pass(
-    relayed: Sandbox, session: tuple[httpx.Client, str, str], method: str, target: str
+    relayed: Sandbox, session: tuple[httpx.Client, str, str]
 ) -> None:
     """The gateway answers them (no backend is registered here: a provider-shaped error, never the relay's
-    403); the answer is the gateway's own, so the request reached the route the relay judged."""
+    403); the answer is the gateway's own JSON, so the request reached the route the relay judged."""
     api, sid, base_url = session
     sp = f"/gateway/sessions/{sid}"
-    answer = through_relay(relayed, base_url, request_bytes(method, target.format(sp=sp), b"{}"))
-    assert status(answer) not in (0, 403), answer[:300]
-    body = answer.partition("\r\n\r\n")[2]
-    assert json.loads(body)  # the gateway's JSON, not the relay's plain-text refusal
+    calls = [(p.id, *p.values) for p in MODEL_CALLS]
+    requests = [request_bytes(method, target.format(sp=sp), b"{}") for _, method, target in calls]
+    for (name, _, _), answer in zip(calls, through_relay(relayed, base_url, *requests), strict=True):
+        assert status(answer) not in (0, 403), (name, answer[:300])
+        assert "server: uvicorn" in answer.partition("\r\n\r\n")[0], name
+        assert json.loads(answer.partition("\r\n\r\n")[2]), name
     assert api.get(sp).json()["state"] == "open"
