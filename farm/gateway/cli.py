@@ -33,9 +33,9 @@ def gateway(
     from farm.gateway.app import create_gateway_app
     from farm.gateway.backends import StaticBackends
     from farm.settings import get_settings
-    from farm.web.listen_guard import guard_listen
+    from farm.web.listen_guard import check_listen
 
-    guard_listen(host, get_settings().api_token)
+    check_listen(host, get_settings().api_token)
     app = create_gateway_app(
         redis_url=redis_url,
         backends=StaticBackends(list(backends)) if backends else None,

@@ -10,11 +10,14 @@ from __future__ import annotations
 import ipaddress
 import socket
 
+import click
+
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
-class InsecureListen(RuntimeError):
-    """Listening on `host` without a token would open the farm to the network."""
+class InsecureListen(click.ClickException):
+    """Listening on `host` without a token would open the farm to the network. A click error: the command
+    that meets it prints its one line and exits with status 1."""
 
 
 def is_loopback(host: str) -> bool:
@@ -46,12 +49,3 @@ def check_listen(host: str, token: str | None) -> None:
         "`Authorization: Bearer <token>`), or listen on 127.0.0.1"
     )
 
-
-def guard_listen(host: str, token: str | None) -> None:
-    """`check_listen` for a command: its refusal becomes the CLI's one-line start error (exit status 1)."""
-    from farm.launcher import FarmStartError
-
-    try:
-        check_listen(host, token)
-    except InsecureListen as exc:
-        raise FarmStartError(str(exc)) from None
