@@ -1,8 +1,10 @@
 """The host end of a sandbox's relay (containers/server/relay.py): while granted, connections the sandbox
 makes to its relay port reach one host TCP service, one HTTP request per connection, and only requests
-whose path the grant allows. Forcing `Connection: close` is what lets every request be checked: a
-keep-alive connection would carry later requests unseen. Bodies and answers (server-sent events
-included) are carried as they come."""
+whose path the grant allows. The path is judged as the server will route it: the head must be in a form
+every parser reads one way (containers/request_head.py) and is carried rebuilt from that parse, so the
+bytes the service reads are the request that was judged. Forcing `Connection: close` is what lets every
+request be checked: a keep-alive connection would carry later requests unseen. Bodies and answers
+(server-sent events included) are carried as they come."""
 
 from __future__ import annotations
 
@@ -15,17 +17,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from containers.handle import SandboxHandle
+from containers.request_head import MalformedRequest, parse_head
 from containers.server.relay import pipe
 from containers.server.wire import RELAY_SOCKET_NAME
 
 MAX_HEAD = 64 * 1024
-HOP_HEADERS = (b"connection", b"keep-alive", b"proxy-connection", b"upgrade")
 UNAVAILABLE = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
     b"retry-after: 1\r\nconnection: close\r\n\r\n%s"
 )
 FORBIDDEN = (
     b"HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+)
+TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+    b"connection: close\r\n\r\n%s"
 )
 
 
@@ -34,13 +40,10 @@ def relay_socket(handle: SandboxHandle) -> Path:
 
 
 def rewrite_head(head: bytes) -> tuple[str, bytes]:
-    """The request's path and its head with hop-by-hop headers replaced by `Connection: close`."""
-    lines = head.split(b"\r\n")
-    method, target, version = lines[0].split(b" ", 2)
-    kept = [line for line in lines[1:] if line and line.split(b":", 1)[0].strip().lower() not in HOP_HEADERS]
-    rewritten = b"\r\n".join([lines[0], *kept, b"connection: close", b"", b""])
-    del method, version
-    return target.decode("latin-1"), rewritten
+    """The path the server will route the request on, and the head to carry: rebuilt from the parse, with
+    hop-by-hop headers replaced by `Connection: close`. MalformedRequest for a head it cannot judge."""
+    parsed = parse_head(head)
+    return parsed.path, parsed.render()
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -49,12 +52,12 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         client: socket.socket = self.request
         head, rest = self._read_head(client)
-        if head is None:
-            return
+        if head is None:  # the client went away, or its head is too large (then `rest` says so)
+            return self._answer(client, TOO_LARGE, rest) if rest else None
         try:
             path, rewritten = rewrite_head(head)
-        except ValueError:
-            return self._refuse(client, b"malformed request")
+        except MalformedRequest as exc:
+            return self._refuse(client, b"malformed request: " + str(exc).encode())
         if not self.server.allow(path):
             return self._refuse(client, b"this sandbox is not granted that path")
         try:
@@ -73,12 +76,14 @@ class _Handler(socketserver.BaseRequestHandler):
     def _read_head(client: socket.socket) -> tuple[bytes | None, bytes]:
         data = b""
         while b"\r\n\r\n" not in data:
+            if len(data) > MAX_HEAD:
+                return None, b"request head too large"
             chunk = client.recv(65536)
-            if not chunk or len(data) > MAX_HEAD:
+            if not chunk:
                 return None, b""
             data += chunk
         head, _, rest = data.partition(b"\r\n\r\n")
-        return head, rest
+        return (head, rest) if len(head) <= MAX_HEAD else (None, b"request head too large")
 
     @staticmethod
     def _refuse(client: socket.socket, reason: bytes) -> None:

@@ -95,6 +95,11 @@ class Sandbox:
         could write anyway."""
         self._call("put", {"path": remote, "data": files.pack(str(local))}, timeout=300.0)
 
+    def upload_packed(self, data: str, remote: str) -> None:
+        """`upload` of an archive already made in `files.pack`'s form (e.g. read on the host as the sandbox's
+        own user, handlers/host_files.py)."""
+        self.client.call("put", {"path": remote, "data": data}, timeout=300.0)
+
     def download(self, remote: str, local: str | Path) -> None:
         """Copy a file or directory from the sandbox to the host path `local`.
 

@@ -70,9 +70,11 @@ def api(host: str | None, port: int | None) -> None:
     from farm.embedded_redis import port_in_use
     from farm.launcher import FarmStartError
     from farm.redis_clients import redis_answers
+    from farm.web.listen_guard import check_listen
 
     settings = get_settings()
     host, port = host or settings.api_host, port or settings.api_port
+    check_listen(host, settings.api_token)
     if port_in_use(port, "127.0.0.1" if host in ("0.0.0.0", "::", "") else host):
         raise FarmStartError(f"port {port} in use")
     if not redis_answers(settings.redis_url, settings=settings):

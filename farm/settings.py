@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     """Host directories (':'-separated) holding harness CLIs installed on the host (e.g. an npm prefix),
     bound read-only at the same path into every harness sandbox: homes are hidden from sandboxes, so a
     CLI installed under ~ is reachable only this way (or from an image)."""
+    host_file_roots: str = ""
+    """Host directories (':'-separated) that `upload` steps may copy from into a sandbox, besides the
+    project's own task data (the installed `handlers` package). A path must resolve, links followed,
+    inside one of them, and be readable by the sandbox's host user (FARM_SANDBOX_UID when the farm runs as
+    root), who also reads it: anything else is refused at submit with a 422 naming the step
+    (handlers/host_files.py)."""
     gateway_url: str | None = None
     """Where workers reach the model gateway (harness sessions), e.g. http://head:8000/gateway;
     unset means the API's own address (`api_host`:`api_port`)."""

@@ -32,7 +32,10 @@ def gateway(
 
     from farm.gateway.app import create_gateway_app
     from farm.gateway.backends import StaticBackends
+    from farm.settings import get_settings
+    from farm.web.listen_guard import check_listen
 
+    check_listen(host, get_settings().api_token)
     app = create_gateway_app(
         redis_url=redis_url,
         backends=StaticBackends(list(backends)) if backends else None,

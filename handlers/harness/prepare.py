@@ -6,12 +6,16 @@ A step is a shell command string, or one of:
     {"git_init": true}   or   {"git_init": {"commit": true, "message": "base"}}
         a repository with everything present committed as the base the patch is taken against
     {"upload": "/host/path", "to": "dest"}                          (a host file or directory)
+
+An upload's host path must be inside the roots the operator allows and readable by the sandbox's user, who
+reads it (handlers/host_files.py): checked when the steps are parsed (at submit, and on the worker).
 """
 
 from __future__ import annotations
 
 import posixpath
 import shlex
+import subprocess
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -19,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from containers import Sandbox
 from containers.results import ExecResult
+from handlers.host_files import HostPathRefused, check_host_path, pack_as_sandbox_user
 
 GIT_IDENTITY = [
     "-c",
@@ -111,13 +116,20 @@ def parse_steps(raw: list[Any], field: str) -> list[Step]:
         if not isinstance(item, dict):
             raise ValueError(f"{field}[{index}]: a step is a command string or an object")
     try:
-        return _steps.validate_python(normalized)
+        steps = _steps.validate_python(normalized)
     except ValidationError as exc:
         error = exc.errors()[0]
         where = error["loc"][0] if error["loc"] else "?"
         raise ValueError(
             f"{field}[{where}]: not a valid step ({_describe_error(normalized, where)})"
         ) from None
+    for index, step in enumerate(steps):
+        if isinstance(step, UploadStep):
+            try:
+                check_host_path(step.upload)
+            except HostPathRefused as exc:
+                raise ValueError(f"{field}[{index}].upload: {exc}") from None
+    return steps
 
 
 def _describe_error(items: list[dict[str, Any]], index: Any) -> str:
@@ -174,8 +186,9 @@ def run_steps(
         label = f"{field}[{index}] ({step.describe()})"
         if isinstance(step, UploadStep):
             try:
-                sandbox.upload(step.upload, sandbox_path(sandbox.workdir, step.to))
-            except OSError as exc:
+                data = pack_as_sandbox_user(step.upload)
+                sandbox.upload_packed(data, sandbox_path(sandbox.workdir, step.to))
+            except (OSError, HostPathRefused, subprocess.TimeoutExpired) as exc:
                 raise PrepareFailed(f"{label} failed: {exc}") from exc
             continue
         result = _run_step(sandbox.workdir, step, execute)

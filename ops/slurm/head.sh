@@ -35,6 +35,7 @@ until "$FARM_EXEC" redis-cli -u "$FARM_REDIS_URL" ping 2>/dev/null | grep -q PON
 done
 log "redis up at ${HEAD_HOST}:${FARM_REDIS_PORT} (AOF in $FARM_REDIS_DIR)"
 
+ensure_api_token
 start_child api "$FARM_EXEC" farm api --host "$FARM_BIND_HOST" --port "$FARM_API_PORT"
 # Flower's /api needs auth or FLOWER_UNAUTHENTICATED_API; /metrics answers either way. Flower turns on
 # task events in every worker unless told not to, which costs 15-25% throughput; worker liveness
@@ -54,6 +55,7 @@ tmp="$HEAD_ENV_FILE.$$"
     printf 'FARM_HEAD_HOST=%q\n' "$HEAD_HOST"
     printf 'FARM_REDIS_URL=%q\n' "$FARM_REDIS_URL"
     printf 'FARM_API_URL=%q\n' "$FARM_API_URL"
+    printf 'FARM_API_TOKEN=%q\n' "${FARM_API_TOKEN:-}"
     printf 'FARM_HEAD_JOB_ID=%q\n' "${SLURM_JOB_ID:-}"
 } >"$tmp"
 chmod 600 "$tmp"

@@ -24,6 +24,7 @@ fi
 : "${FARM_HEAD_WAIT_S:=600}"                    # how long nodes wait for the head to come up
 : "${FARM_LOG_DIR:=$FARM_SHARED_DIR/logs/${SLURM_JOB_ID:-local}/${SLURMD_NODENAME:-$(hostname -s)}}"
 HEAD_ENV_FILE="$FARM_SHARED_DIR/head.env"
+API_TOKEN_FILE="$FARM_SHARED_DIR/api-token"
 
 log() {
     printf '%s [%s] %s\n' "$(date -u +%H:%M:%S)" "${SLURMD_NODENAME:-$(hostname -s)}" "$*" >&2
@@ -58,6 +59,23 @@ api_auth_args() {
     fi
 }
 
+# The API listens on $FARM_BIND_HOST; beyond loopback `farm api` refuses to start without a bearer token.
+# Without FARM_API_TOKEN the head creates one in $API_TOKEN_FILE (0600, kept across head restarts) and
+# hands it to every node through head.env (0600 too); clients send `Authorization: Bearer <token>`.
+ensure_api_token() {
+    [[ -n "${FARM_API_TOKEN:-}" ]] && return 0
+    case "$FARM_BIND_HOST" in 127.* | localhost | ::1) return 0 ;; esac
+    if [[ ! -s "$API_TOKEN_FILE" ]]; then
+        if ! (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$API_TOKEN_FILE.$$"); then
+            die "cannot write $API_TOKEN_FILE"
+        fi
+        mv "$API_TOKEN_FILE.$$" "$API_TOKEN_FILE"
+    fi
+    FARM_API_TOKEN="$(<"$API_TOKEN_FILE")"
+    export FARM_API_TOKEN
+    log "API bearer token in $API_TOKEN_FILE (the API listens on $FARM_BIND_HOST)"
+}
+
 # Read where the head runs (written by head.sh) and wait until its API answers.
 load_head_env() {
     local deadline=$((SECONDS + FARM_HEAD_WAIT_S))
@@ -67,7 +85,7 @@ load_head_env() {
     done
     # shellcheck source=/dev/null
     source "$HEAD_ENV_FILE"
-    export FARM_REDIS_URL FARM_API_URL
+    export FARM_REDIS_URL FARM_API_URL FARM_API_TOKEN
     wait_http "$FARM_API_URL/healthz" "$FARM_HEAD_WAIT_S" ||
         die "the API at $FARM_API_URL does not answer (stale $HEAD_ENV_FILE?)"
 }

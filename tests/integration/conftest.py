@@ -17,7 +17,15 @@ from handlers.harness.clis import cli_cache
 
 
 @pytest.fixture(scope="session")
-def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
+def host_files_root() -> Path:
+    """Where the farm lets `upload` steps copy from (FARM_HOST_FILE_ROOTS): readable by the sandbox's user."""
+    root = Path(tempfile.mkdtemp(prefix="farm-host-files-"))
+    root.chmod(0o755)
+    return root
+
+
+@pytest.fixture(scope="session")
+def farm(redis_server: EmbeddedRedis, host_files_root: Path) -> Iterator[LocalFarm]:
     logs = Path(tempfile.mkdtemp(prefix="farm-test-logs-"))
     flush = redis.Redis.from_url(redis_server.url)
     flush.flushdb()  # whatever other suites left on the session's Redis (backends, jobs) is not ours
@@ -34,7 +42,11 @@ def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
         llm_args=["--accuracy", "0.5", "--seed", "7", "--token-latency-ms", "4"],
         # harness CLIs the tests install from npm live in a cache under the home, which sandboxes
         # do not see unless it is granted (tests/integration/test_harness_cli.py)
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_HARNESS_CLI_DIRS": str(cli_cache())},
+        env={
+            "FARM_WORKDIR": str(logs / "work"),
+            "FARM_HARNESS_CLI_DIRS": str(cli_cache()),
+            "FARM_HOST_FILE_ROOTS": str(host_files_root),
+        },
         log_dir=logs,
     )
     local.start(timeout_s=90)

@@ -37,9 +37,11 @@ def git(repo: Path, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def swe_repo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A repository at its base commit, and the SWE-bench fields of its instance."""
-    repo = tmp_path_factory.mktemp("swe-repo")
+def swe_repo(host_files_root: Path) -> dict[str, str]:
+    """A repository at its base commit, and the SWE-bench fields of its instance (where the farm allows
+    uploads from, readable by the sandbox's user)."""
+    repo = host_files_root / "swe-repo"
+    repo.mkdir(mode=0o755)
     git(repo, "init", "-q")
     (repo / "calc.py").write_text(CALC)
     git(repo, "add", "-A")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,10 +26,32 @@ def test_compose_file_validates() -> None:
     client = _client()
     if client is None:
         pytest.skip("no compose client here (Debian package docker-compose, or the docker compose plugin)")
+    env = {**os.environ, "FARM_API_TOKEN": "a-token"}  # required: the API is published (test below)
     result = subprocess.run(
-        [*client, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True
+        [*client, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True, env=env
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_compose_requires_an_api_token() -> None:
+    """The API is published on every interface: without FARM_API_TOKEN the file does not validate, with a
+    message naming the setting; the API and the workers get it."""
+    client = _client()
+    if client is None:
+        pytest.skip("no compose client here (Debian package docker-compose, or the docker compose plugin)")
+    env = {k: v for k, v in os.environ.items() if k != "FARM_API_TOKEN"}
+    command = [*client, "-f", str(COMPOSE), "config"]
+    refused = subprocess.run(command, capture_output=True, text=True, env=env, cwd=COMPOSE.parent)
+    assert refused.returncode != 0 and "FARM_API_TOKEN" in refused.stderr, refused.stderr
+    given = subprocess.run(
+        command, capture_output=True, text=True, env={**env, "FARM_API_TOKEN": "t0k3n"}, cwd=COMPOSE.parent
+    )
+    assert given.returncode == 0, given.stderr
+    import yaml
+
+    services = yaml.safe_load(given.stdout)["services"]
+    for name in ("api", "worker-init", "worker-run", "worker-eval", "register-backend"):
+        assert services[name]["environment"]["FARM_API_TOKEN"] == "t0k3n", name
 
 
 def test_compose_has_every_role() -> None:

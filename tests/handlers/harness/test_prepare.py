@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import tarfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from handlers.harness.prepare import (
     run_steps,
     sandbox_path,
 )
+from handlers.host_files import PROJECT_DATA
 
 
 def test_forms_of_steps() -> None:
@@ -31,7 +34,7 @@ def test_forms_of_steps() -> None:
             {"write": "a/b.py", "content": "x = 1\n", "mode": "644"},
             {"git_init": True},
             {"git_init": {"commit": False}},
-            {"upload": "/data/repo", "to": "repo"},
+            {"upload": f"{PROJECT_DATA}/swe/repos/textkit", "to": "repo"},
         ],
         "runtime.prepare",
     )
@@ -75,10 +78,9 @@ class FakeSandbox:
     workdir: str = "/workspace"
     uploads: list[tuple[str, str]] = field(default_factory=list)
 
-    def upload(self, local: str, remote: str) -> None:
-        if not Path(local).exists():
-            raise FileNotFoundError(local)
-        self.uploads.append((local, remote))
+    def upload_packed(self, data: str, remote: str) -> None:
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(data))) as archive:
+            self.uploads.append((archive.getnames()[0], remote))
 
 
 @dataclass
@@ -100,13 +102,13 @@ class Recorder:
         )
 
 
-def test_run_steps_in_order_with_paths_in_the_workdir(tmp_path: Path) -> None:
+def test_run_steps_in_order_with_paths_in_the_workdir() -> None:
     sandbox, execute, checks = FakeSandbox(), Recorder(), []
     steps = parse_steps(
         [
             {"run": "make", "cwd": "src", "env": {"A": "1"}},
             {"write": "pkg/x.py", "content": "X = 1\n"},
-            {"upload": str(tmp_path), "to": "data"},
+            {"upload": f"{PROJECT_DATA}/swe/repos/textkit", "to": "data"},
             {"git_init": True},
         ],
         "prepare",
@@ -117,7 +119,7 @@ def test_run_steps_in_order_with_paths_in_the_workdir(tmp_path: Path) -> None:
     assert make["cmd"] == "make" and make["cwd"] == "/workspace/src" and make["env"] == {"A": "1"}
     assert "/workspace/pkg/x.py" in written["cmd"] and written["stdin"] == "X = 1\n"
     assert "git init" in git["cmd"] and "commit" in git["cmd"]
-    assert sandbox.uploads == [(str(tmp_path), "/workspace/data")]
+    assert sandbox.uploads == [("textkit", "/workspace/data")]
 
 
 def test_first_failure_stops_and_names_the_step() -> None:
@@ -133,9 +135,8 @@ def test_first_failure_stops_and_names_the_step() -> None:
 def test_timeouts_and_missing_uploads_fail_clearly() -> None:
     with pytest.raises(PrepareFailed, match="timed out"):
         run_steps(FakeSandbox(), parse_steps(["sleep 9"], "p"), "p", Recorder(timed_out_at=0), lambda: None)  # type: ignore[arg-type]
-    steps = parse_steps([{"upload": "/definitely/not/here"}], "p")
-    with pytest.raises(PrepareFailed, match=r"p\[0\] \(upload /definitely/not/here\) failed"):
-        run_steps(FakeSandbox(), steps, "p", Recorder(), lambda: None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"p\[0\]\.upload: /definitely/not/here does not exist"):
+        parse_steps([{"upload": "/definitely/not/here"}], "p")
 
 
 def test_interruption_between_steps_propagates() -> None:
