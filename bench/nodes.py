@@ -16,9 +16,7 @@ from tests.nodes.scenario import Sizes, run
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--cluster", action="store_true", help="a three-master Redis Cluster (else one Redis)"
-    )
+    parser.add_argument("--cluster", action="store_true", help="a 3-master Redis Cluster (else one Redis)")
     parser.add_argument("--jobs", type=int, default=800)
     parser.add_argument("--quick", action="store_true", help="300 jobs, shorter faults")
     args = parser.parse_args()

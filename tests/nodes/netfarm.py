@@ -192,7 +192,7 @@ class NetFarm:
         proc.wait(10)
         self.killed_at[name] = time.monotonic()
 
-    def restart_node(self, name: str, timeout_s: float = 60.0) -> None:
+    def restart_node(self, name: str, timeout_s: float = 180.0) -> None:
         """The host comes back (a reboot): same name, same disk, new processes."""
         self.start_node(name)
         spec = next(n for n in self.nodes if n.name == name)

@@ -100,7 +100,7 @@ class Host:
 
 @dataclass
 class NetLab:
-    """`add_host(name)` makes a namespace on the lab's bridge; `exec_argv(host, argv)` runs a command in it."""
+    """`add_host(name)` makes a namespace on the lab's bridge; `exec_argv(host, argv)` runs argv in it."""
 
     tag: str = field(default_factory=lambda: secrets.token_hex(2))
     subnet: ipaddress.IPv4Network | None = None

@@ -14,6 +14,7 @@ began again elsewhere, how long A took to rejoin after the heal, and how long th
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 import threading
@@ -78,10 +79,8 @@ class Outcome:
                 "sandboxes left (dirs / processes)",
                 f"{sum(map(len, self.sandboxes_left.values()))} / {len(self.sandbox_processes_left)}",
             ),
-            (
-                "API probes (failed)",
-                f"{self.api_probes} ({len(self.api_failures)}{': ' + self.api_failures[0][:80] if self.api_failures else ''})",
-            ),
+            ("API probes (failed)", f"{self.api_probes} ({len(self.api_failures)})"),
+            *(("API failure", failure[:100]) for failure in self.api_failures[:3]),
             ("API latency p99 / max", f"{self.api_p99_ms:.0f} ms / {self.api_max_ms:.0f} ms"),
             *((name, f"{value:.1f} s") for name, value in self.times.items()),
             *(("note", note) for note in self.notes),
@@ -203,7 +202,7 @@ def _overlaps(attempts: dict[str, dict[str, Any]], killed_at: dict[str, float], 
     found = []
     for (job, stage), runs in spans.items():
         runs.sort()
-        for (s1, e1, who1), (s2, e2, who2) in zip(runs, runs[1:], strict=False):
+        for (s1, e1, who1), (s2, e2, who2) in itertools.pairwise(runs):
             if s2 < e1:
                 found.append(f"{job} {stage}: {who1} [{s1:.2f}, {e1:.2f}] and {who2} [{s2:.2f}, {e2:.2f}]")
     return found
