@@ -42,6 +42,10 @@ class Sizes:
     min_in_flight: int = 500
     per_task: int = 10
     run_s: tuple[float, float] = (2.0, 5.0)
+    long_every: int = 5
+    long_run_s: tuple[float, float] = (20.0, 30.0)
+    """One task in `long_every` holds its run stage longer than a cut lasts: a cut-off node's attempt of it
+    is still running when the stage is re-sent elsewhere, unless the node stops it by its own clock."""
     math_every: int = 10
     cut_s: float = 3 * LEASE_TTL_S
     degrade_s: float = 25.0
@@ -57,6 +61,7 @@ class Outcome:
     finalized: int = 0
     lost: list[str] = field(default_factory=list)
     overlaps: list[str] = field(default_factory=list)
+    past_lease: list[str] = field(default_factory=list)
     sandboxes_left: dict[str, list[str]] = field(default_factory=dict)
     sandbox_processes_left: list[int] = field(default_factory=list)
     api_probes: int = 0
@@ -75,6 +80,8 @@ class Outcome:
             ("finalized (must equal jobs)", str(self.finalized)),
             ("lost", str(len(self.lost))),
             ("stages run twice at once", str(len(self.overlaps))),
+            ("cut-off stages run past their lease", str(len(self.past_lease))),
+            *(("past its lease", x) for x in self.past_lease[:3]),
             (
                 "sandboxes left (dirs / processes)",
                 f"{sum(map(len, self.sandboxes_left.values()))} / {len(self.sandbox_processes_left)}",
@@ -94,6 +101,7 @@ class Outcome:
             not self.lost
             and self.finalized == self.jobs
             and not self.overlaps
+            and not self.past_lease
             and not any(self.sandboxes_left.values())
             and not self.sandbox_processes_left
             and not self.api_failures
@@ -119,8 +127,8 @@ class ApiWatch:
         self._thread.join()
 
     def _loop(self) -> None:
-        with httpx.Client(timeout=5) as client:
-            while not self._stop.wait(0.2):
+        with httpx.Client(timeout=10) as client:
+            while not self._stop.wait(0.2):  # a probe that waits 10 s has failed; a slow one is counted
                 started = time.monotonic()
                 try:
                     response = client.get(f"{self.url}/healthz")
@@ -136,7 +144,8 @@ def _tasks(rng: random.Random, sizes: Sizes) -> list[dict[str, Any]]:
     `math_every` tasks a math rollout with a sandbox, the others probe jobs of their own run time."""
     bodies = []
     for i in range(sizes.jobs // sizes.per_task):
-        instance: dict[str, Any] = {"handler": "probe", "run_s": round(rng.uniform(*sizes.run_s), 2)}
+        run_s = rng.uniform(*sizes.long_run_s) if i % sizes.long_every == 0 else rng.uniform(*sizes.run_s)
+        instance: dict[str, Any] = {"handler": "probe", "run_s": round(run_s, 2)}
         if sizes.math_every and i % sizes.math_every == sizes.math_every - 1:
             instance = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
         task_id = f"t{i:04d}-{rng.getrandbits(32):08x}"
@@ -206,6 +215,18 @@ def _overlaps(attempts: dict[str, dict[str, Any]], killed_at: dict[str, float], 
             if s2 < e1:
                 found.append(f"{job} {stage}: {who1} [{s1:.2f}, {e1:.2f}] and {who2} [{s2:.2f}, {e2:.2f}]")
     return found
+
+
+def _past_lease(attempts: dict[str, dict[str, Any]], node: str, cut_at: float) -> list[str]:
+    """Attempts on a node cut off at `cut_at` that were still running when their lease could have
+    expired in Redis (its last renewal was sent before the cut): from then the reaper may hand the stage
+    to another node, whatever spare capacity there is to start it at once."""
+    limit = cut_at + LEASE_TTL_S
+    return [
+        f"{a['job']} {a['stage']} on {node}: ran until {a['end'] - cut_at:.1f} s after the cut"
+        for a in attempts.values()
+        if a["node"] == node and a.get("start", 1e18) < cut_at and (a["end"] or 1e18) > limit
+    ]
 
 
 def _takeover_s(attempts: dict[str, dict[str, Any]], node: str, fault_at: float) -> list[float]:
@@ -290,7 +311,8 @@ def run(farm: NetFarm, sizes: Sizes, seed: int = 29, log: Any = print) -> Outcom
             return int(api.get("/status").json()["active_jobs"])
 
         left = poll(active, sizes.end_within_s, accept=lambda n: n == 0, interval_s=0.5)
-        out.times["all jobs ended, after the first fault"] = time.monotonic() - fault_at
+        ended_at = time.monotonic()
+        out.times["all jobs ended, after the first fault"] = ended_at - fault_at
         results = {}
         for job_id in jobs:
             body = api.get(f"/jobs/{job_id}").json()
@@ -306,6 +328,12 @@ def run(farm: NetFarm, sizes: Sizes, seed: int = 29, log: Any = print) -> Outcom
         )
         if failed:
             out.notes.append("failed: " + ", ".join(f"{k} {v}" for k, v in failed.items()))
+            messages = {
+                (r.get("error") or {}).get("message", "")[:160]
+                for r in results.values()
+                if r["state"] == "failed"
+            }
+            out.notes.extend(sorted(messages)[:3])
 
         boot_at = time.monotonic()
         farm.restart_node(c)
@@ -318,15 +346,16 @@ def run(farm: NetFarm, sizes: Sizes, seed: int = 29, log: Any = print) -> Outcom
                 interval_s=0.5,
             )
         time.sleep(1.0)  # one more reading of the sandbox watch
-        for node, since, what in ((a, heal_at, "heal"), (c, boot_at, "reboot")):
+        for node, since, what in ((a, ended_at, "the last job ended"), (c, boot_at, "its reboot")):
             empty = boxes.empty_since(node, since)
             if empty is not None:
-                out.times[f"{node} holds no sandbox, after its {what}"] = max(0.0, empty - since)
+                out.times[f"{node} holds no sandbox, after {what}"] = max(0.0, empty - since)
         out.sandboxes_left[b] = _sandbox_dirs(farm.sandboxes_dir(b))
         out.sandbox_processes_left = poll(lambda: _sandbox_processes(farm), 20, accept=lambda p: p == [])
 
         attempts = read_attempts([farm.workdir(n.name) for n in farm.nodes])
         out.overlaps = _overlaps(attempts, {c: kill_at}, time.monotonic())
+        out.past_lease = _past_lease(attempts, a, fault_at)
         back = [x["start"] for x in attempts.values() if x["node"] == a and x.get("start", 0) > heal_at]
         if back:
             out.times[f"{a} begins a stage again, after the heal"] = min(back) - heal_at

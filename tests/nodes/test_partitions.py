@@ -44,6 +44,7 @@ def test_partitions_kill_and_lossy_link(netfarm: NetFarm) -> None:
     assert not outcome.lost, outcome.lost[:20]
     assert outcome.finalized == outcome.jobs
     assert not outcome.overlaps, outcome.overlaps[:20]
+    assert not outcome.past_lease, outcome.past_lease[:20]
     assert not any(outcome.sandboxes_left.values()), outcome.sandboxes_left
     assert not outcome.sandbox_processes_left
     assert not outcome.api_failures, outcome.api_failures[:10]
