@@ -66,7 +66,8 @@ class Attempt:
     def end_stage(self, elapsed_s: float, fields: dict[str, str] | None = None, **outputs: Any) -> bool:
         """Records the stage done and enqueues the next one, in one step (False: the lease was lost)."""
         following = FOLLOWING_STAGE[self.stage]
-        queue = run_queue_here() if following == "run" else following
+        node_local = following == "run" and get_handler(self.record.spec.handler).node_local
+        queue = run_queue_here(node_local) if following == "run" else following
         message = stage_messages().build(self.job_id, following, stage_task_id(self.job_id, following), queue)
         return self.store.end_stage(
             self.job_id, self.token, self.stage, elapsed_s, message, fields, **outputs
@@ -108,6 +109,7 @@ def _context(
 def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
     store = job_store()
     owner = hostname or get_settings().node
+    granted_at = time.monotonic()  # the lease runs from (no earlier than) the BEGIN's sending
     verdict, record, token = store.begin_stage(job_id, stage, owner)
     if verdict in ("missing", "terminal", "done", "leased") or record is None:
         # Gone, over, a redelivery of a stage that finished (its end sent the next one), or a live
@@ -127,7 +129,7 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
 
     attempt = Attempt(store, record, stage, token)
     monitor = job_monitor()
-    monitor.enter(job_id, token, hostname)
+    monitor.enter(job_id, token, hostname, granted_at)
     try:
         try:
             handler = get_handler(record.spec.handler)
