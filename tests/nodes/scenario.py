@@ -42,8 +42,8 @@ class Sizes:
     min_in_flight: int = 500
     per_task: int = 10
     run_s: tuple[float, float] = (2.0, 5.0)
-    long_every: int = 5
-    long_run_s: tuple[float, float] = (20.0, 30.0)
+    long_every: int = 10
+    long_run_s: tuple[float, float] = (15.0, 20.0)
     """One task in `long_every` holds its run stage longer than a cut lasts: a cut-off node's attempt of it
     is still running when the stage is re-sent elsewhere, unless the node stops it by its own clock."""
     math_every: int = 10

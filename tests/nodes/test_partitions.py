@@ -19,6 +19,7 @@ from tests.nodes.scenario import Sizes, run
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
+    pytest.mark.timeout(900),  # one farm of three nodes per variant; minutes on a loaded 2-core machine
     pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
 ]
 
