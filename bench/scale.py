@@ -297,7 +297,7 @@ def main() -> None:
         ),
         ("API CPU to accept them", f"{ro.api_cpu_s_submit:.1f} s"),
         (
-            "drained (in flight >= 1,000 until the last 1,000)",
+            "drained: all queued at the start, in flight >= 1,000 until the last 1,000",
             f"{ro.done:,} done in {ro.drain_s:.1f} s: {ro.throughput:.0f} rollouts/s",
         ),
         ("RSS: API / workers", f"{ro.api_rss_mb:.0f} MB / {ro.worker_rss_mb:.0f} MB (3 workers)"),
