@@ -37,21 +37,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Field names are KEDA's (camelCase).
 class RedisListTrigger(_Strict):
     """The `redis` trigger's metadata, as KEDA's Redis Lists scaler documents it (keda.sh/docs/2.x/
     scalers/redis-lists): an address (or addressFromEnv, or host+port), the list and target length."""
 
     address: str | None = None
-    addressFromEnv: str | None = None  # noqa: N815 (KEDA's field names)
+    addressFromEnv: str | None = None
     host: str | None = None
     port: str | None = None
-    listName: str  # noqa: N815
-    listLength: str = Field(pattern=r"^[0-9]+$")  # noqa: N815
-    activationListLength: str | None = Field(None, pattern=r"^[0-9]+$")  # noqa: N815
-    databaseIndex: str | None = Field(None, pattern=r"^[0-9]+$")  # noqa: N815
-    enableTLS: Literal["true", "false"] | None = None  # noqa: N815
-    usernameFromEnv: str | None = None  # noqa: N815
-    passwordFromEnv: str | None = None  # noqa: N815
+    listName: str
+    listLength: str = Field(pattern=r"^[0-9]+$")
+    activationListLength: str | None = Field(None, pattern=r"^[0-9]+$")
+    databaseIndex: str | None = Field(None, pattern=r"^[0-9]+$")
+    enableTLS: Literal["true", "false"] | None = None
+    usernameFromEnv: str | None = None
+    passwordFromEnv: str | None = None
 
 
 class Trigger(_Strict):
@@ -61,23 +62,23 @@ class Trigger(_Strict):
 
 class ScaleTargetRef(_Strict):
     name: str
-    apiVersion: str | None = None  # noqa: N815
+    apiVersion: str | None = None
     kind: str | None = None
-    envSourceContainerName: str | None = None  # noqa: N815
+    envSourceContainerName: str | None = None
 
 
 class ScaledObjectSpec(_Strict):
-    scaleTargetRef: ScaleTargetRef  # noqa: N815
-    pollingInterval: int | None = Field(None, ge=1)  # noqa: N815
-    cooldownPeriod: int | None = Field(None, ge=0)  # noqa: N815
-    minReplicaCount: int | None = Field(None, ge=0)  # noqa: N815
-    maxReplicaCount: int | None = Field(None, ge=1)  # noqa: N815
+    scaleTargetRef: ScaleTargetRef
+    pollingInterval: int | None = Field(None, ge=1)
+    cooldownPeriod: int | None = Field(None, ge=0)
+    minReplicaCount: int | None = Field(None, ge=0)
+    maxReplicaCount: int | None = Field(None, ge=1)
     advanced: dict[str, Any] | None = None
     triggers: list[Trigger] = Field(min_length=1)
 
 
 class ScaledObject(_Strict):
-    apiVersion: Literal["keda.sh/v1alpha1"]  # noqa: N815
+    apiVersion: Literal["keda.sh/v1alpha1"]
     kind: Literal["ScaledObject"]
     metadata: dict[str, Any]
     spec: ScaledObjectSpec
@@ -148,7 +149,9 @@ def test_every_farm_setting_named_exists() -> None:
 
 def test_sandboxed_run_workers_share_the_init_pod() -> None:
     """init and the node's own run queue in one pod, one FARM_WORKDIR volume, FARM_NODE = the pod."""
-    init = next(d for _, d in _documents() if d["metadata"]["name"] == "farm-worker-init" and d["kind"] == "Deployment")
+    init = next(
+        d for _, d in _documents() if (d["kind"], d["metadata"]["name"]) == ("Deployment", "farm-worker-init")
+    )
     containers = init["spec"]["template"]["spec"]["containers"]
     assert _worker_queues(init) == {"init", "run.$(FARM_NODE)"}
     for container in containers:
