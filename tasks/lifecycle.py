@@ -29,7 +29,7 @@ from handlers.context import JobContext
 from handlers.registry import get_handler
 from tasks.backpressure import wait_for_ready_slot
 from tasks.monitor import job_monitor
-from tasks.resume import resume_stages
+from tasks.resume import resend, resume_stages
 from tasks.services import backend_pool, job_store, stage_messages
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,14 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
             backend_pool().release(job_id)
         return
 
+    if stage == "run" and _stale_run(record):
+        # A run message of an earlier init: the job was started again from init elsewhere (its node was
+        # cut off or died) and its sandbox is now on record.node. Hand the stage to that node.
+        retries = store.release(job_id, token, False)
+        if retries:
+            resend(store, job_id, "run", retries, record.node or "")
+        return
+
     attempt = Attempt(store, record, stage, token)
     monitor = job_monitor()
     monitor.enter(job_id, token, hostname, granted_at)
@@ -140,6 +148,16 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
         _run_stage(attempt, handler, ctx)
     finally:
         monitor.leave(job_id)
+
+
+def _stale_run(record: JobRecord) -> bool:
+    """Whether this node may not run the job's run stage: its handler's run needs what init made, and
+    init made it on another node (or is to be made again: no node recorded)."""
+    try:
+        node_local = get_handler(record.spec.handler).node_local
+    except Exception:  # an unknown handler fails the job in the stage, with its reason
+        return False
+    return node_local and record.node != get_settings().node
 
 
 @dataclass

@@ -87,6 +87,13 @@ class JobMonitor:
             if not leases:
                 continue
             try:
+                # renewal first: over a slow link the checks below must not push it past the fence
+                lost: set[str] = set()
+                renewed_from = None
+                if time.monotonic() - last_renew >= RENEW_EVERY_S:
+                    renewed_from = time.monotonic()
+                    lost = self.store.renew(leases)
+                    last_renew = time.monotonic()
                 revoked = self.store.revoked_among(list(leases))
                 if (
                     self._hostname
@@ -94,12 +101,6 @@ class JobMonitor:
                     and self.store.r.exists(keys.draining(self._hostname))
                 ):
                     self._draining = True
-                lost: set[str] = set()
-                renewed_from = None
-                if time.monotonic() - last_renew >= RENEW_EVERY_S:
-                    renewed_from = time.monotonic()
-                    lost = self.store.renew(leases)
-                    last_renew = time.monotonic()
                 with self._lock:
                     if renewed_from is not None:
                         for job_id, token in leases.items():
