@@ -21,13 +21,16 @@ def node_run_queue(node: str) -> str:
     return f"run.{node}"
 
 
-def run_queue_here() -> str:
-    """This node's own run queue when a live worker consumes it, else the global one.
+def run_queue_here(node_local: bool = False) -> str:
+    """This node's own run queue when a live worker consumes it, else the global one; always this
+    node's for a handler whose run needs what init made here (`node_local`): run on another node it
+    would fail to attach the sandbox. The registry can miss a live run worker (a late heartbeat over a
+    lossy link); if none consumes the queue, the stall sweep sends the job again from init.
 
     The run stage is sent by the init worker when init finishes, so "this node" is the node that
     prepared the sandbox."""
     local = node_run_queue(get_settings().node)
-    return local if local in live_run_queues() else "run"
+    return local if node_local or local in live_run_queues() else "run"
 
 
 def create_app() -> Celery:

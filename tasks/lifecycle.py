@@ -29,7 +29,7 @@ from handlers.context import JobContext
 from handlers.registry import get_handler
 from tasks.backpressure import wait_for_ready_slot
 from tasks.monitor import job_monitor
-from tasks.resume import resume_stages
+from tasks.resume import resend, resume_stages
 from tasks.services import backend_pool, job_store, stage_messages
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,8 @@ class Attempt:
     def end_stage(self, elapsed_s: float, fields: dict[str, str] | None = None, **outputs: Any) -> bool:
         """Records the stage done and enqueues the next one, in one step (False: the lease was lost)."""
         following = FOLLOWING_STAGE[self.stage]
-        queue = run_queue_here() if following == "run" else following
+        node_local = following == "run" and get_handler(self.record.spec.handler).node_local
+        queue = run_queue_here(node_local) if following == "run" else following
         message = stage_messages().build(self.job_id, following, stage_task_id(self.job_id, following), queue)
         return self.store.end_stage(
             self.job_id, self.token, self.stage, elapsed_s, message, fields, **outputs
@@ -108,6 +109,7 @@ def _context(
 def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
     store = job_store()
     owner = hostname or get_settings().node
+    granted_at = time.monotonic()  # the lease runs from (no earlier than) the BEGIN's sending
     verdict, record, token = store.begin_stage(job_id, stage, owner)
     if verdict in ("missing", "terminal", "done", "leased") or record is None:
         # Gone, over, a redelivery of a stage that finished (its end sent the next one), or a live
@@ -125,9 +127,17 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
             backend_pool().release(job_id)
         return
 
+    if stage == "run" and _stale_run(record):
+        # A run message of an earlier init: the job was started again from init elsewhere (its node was
+        # cut off or died) and its sandbox is now on record.node. Hand the stage to that node.
+        retries = store.release(job_id, token, False)
+        if retries:
+            resend(store, job_id, "run", retries, record.node or "")
+        return
+
     attempt = Attempt(store, record, stage, token)
     monitor = job_monitor()
-    monitor.enter(job_id, token, hostname)
+    monitor.enter(job_id, token, hostname, granted_at)
     try:
         try:
             handler = get_handler(record.spec.handler)
@@ -138,6 +148,16 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
         _run_stage(attempt, handler, ctx)
     finally:
         monitor.leave(job_id)
+
+
+def _stale_run(record: JobRecord) -> bool:
+    """Whether this node may not run the job's run stage: its handler's run needs what init made, and
+    init made it on another node (or is to be made again: no node recorded)."""
+    try:
+        node_local = get_handler(record.spec.handler).node_local
+    except Exception:  # an unknown handler fails the job in the stage, with its reason
+        return False
+    return node_local and record.node != get_settings().node
 
 
 @dataclass

