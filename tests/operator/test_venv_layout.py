@@ -57,3 +57,16 @@ def test_a_sandbox_starts_with_bwrap_from_a_venv_the_sandbox_user_cannot_enter(
     finally:
         sandbox.stop()
     assert os.stat(private_venv.parents[4]).st_mode & 0o777 == 0o700
+
+
+def test_the_harness_cli_cache_is_granted_to_harness_sandboxes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default cache is under ~/.cache, hidden from sandboxes: a CLI installed there is bound in."""
+    from handlers.harness.runtime import sandbox_overrides
+
+    cache = tmp_path / "harness-cli"
+    cache.mkdir()
+    monkeypatch.setenv("FARM_HARNESS_CLI_CACHE", str(cache))
+    binds = sandbox_overrides()["ro_binds"]
+    assert [(b.source, b.target) for b in binds] == [(str(cache), str(cache))]
