@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -194,7 +195,9 @@ class LocalFarm:
             label = worker.name or worker.queues.replace(",", "+")
             env = {"FARM_NODE": worker.node} if worker.node else {}
             argv = [sys.executable, "-m", "celery", "-A", worker.app, "worker", "-Q", worker.queues]
-            argv += ["-P", worker.pool, "-c", str(worker.concurrency), "-n", f"{label}-{i}{self._tag}@%h"]
+            # The host written out (Celery's `%h` would show literally in the table and the logs).
+            name = f"{label}-{i}{self._tag}@{socket.gethostname()}"
+            argv += ["-P", worker.pool, "-c", str(worker.concurrency), "-n", name]
             # Heartbeats (one PUBLISH per worker every 10 s) let Flower list the workers; Flower turns
             # task events on itself (enable_events) while it watches, so they cost nothing otherwise.
             argv += ["--without-gossip", "--without-mingle", "--heartbeat-interval", "10", "-l", "warning"]
