@@ -26,6 +26,7 @@ from typing import IO
 
 import httpx
 
+from farm.children import spawn
 from farm.embedded_redis import EmbeddedRedis, free_port, port_in_use
 from farm.identity import DEFAULT_WORKDIR, farm_id, farm_workdir, mask_url
 from farm.redis_clients import redis_answers, redis_client
@@ -145,7 +146,7 @@ class LocalFarm:
             out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
         elif not self.quiet:
             out = None
-        proc = subprocess.Popen(
+        proc = spawn(  # dies with this process, even SIGKILLed (farm/children.py)
             argv, env=self.child_env(**env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
         self._children = [(n, p) for n, p in self._children if n != name] + [(name, proc)]
