@@ -33,9 +33,9 @@ def _code_text() -> str:
     parts = []
     for directory in CODE_DIRS:
         for path in (ROOT / directory).rglob("*"):
-            if path.is_file() and path.suffix in {".py", ".sh", ".yml", ".yaml", ".toml", ".service", ".def", ""}:
-                if "swe/repos" not in str(path):
-                    parts.append(path.read_text(errors="replace"))
+            readable = path.suffix in {".py", ".sh", ".yml", ".yaml", ".toml", ".service", ".def", ""}
+            if path.is_file() and readable and "swe/repos" not in str(path):
+                parts.append(path.read_text(errors="replace"))
     return "\n".join(parts)
 
 
