@@ -28,7 +28,9 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import parse_quick
 from farm import keys
+from farm.children import spawn
 from farm.client import FarmClient
 from farm.client.polling import PollPolicy
 from farm.embedded_redis import EmbeddedRedis, free_port
@@ -42,7 +44,7 @@ def start_llm(token_latency_ms: float, log: Path) -> tuple[subprocess.Popen[byte
     port = free_port()
     argv = [sys.executable, "-m", "farm.cli", "llm", "serve", "--policy", "scripted", "--port", str(port)]
     argv += ["--token-latency-ms", str(token_latency_ms), "--accuracy", "0.5", "--seed", "2"]
-    proc = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    proc = spawn(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -88,7 +90,7 @@ def main() -> None:
     parser.add_argument("--run-slots", type=int, default=12)
     parser.add_argument("--token-latency-ms", type=float, default=20.0)
     parser.add_argument("--slow-factor", type=float, default=3.0)
-    args = parser.parse_args()
+    args = parse_quick(parser, jobs=12, repeats=1)
 
     console = Console(width=110)
     logs = Path(tempfile.mkdtemp(prefix="bench-balance-"))

@@ -29,6 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import parse_quick
 from farm.client import DapoConfig, DapoConsumer, FarmClient
 from farm.client.dapo import job_seed
 from farm.client.groups import JobSpec, reward_spread, succeeded
@@ -124,7 +125,7 @@ def main() -> None:
         help="long tail of rollout latency (log-normal sigma, mean 1; 0 = no tail)",
     )
     parser.add_argument("--unsolvable-every", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_quick(parser, k=2, n=2, steps=1, repeats=1)
     concurrency = args.concurrency or 2 * args.run_slots
 
     console = Console(width=110)

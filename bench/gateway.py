@@ -31,6 +31,8 @@ from typing import Any
 
 import httpx
 
+from bench.common import parse_quick
+from farm.children import spawn
 from farm.embedded_redis import EmbeddedRedis, free_port
 
 TOOLS = [
@@ -66,7 +68,7 @@ def _rllm_env() -> dict[str, str]:
 
 
 def _spawn(args: list[str], ready_url: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, env=env)
+    process = spawn([sys.executable, *args], stdout=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -312,7 +314,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-rllm", action="store_true", help="Skip rllm-model-gateway.")
-    args = parser.parse_args()
+    args = parse_quick(parser, calls=30, stream_calls=15, seconds=1.0, rounds=1, no_rllm=True)
     redis_server = EmbeddedRedis().start()
     with tempfile.TemporaryDirectory() as tmp:
         started = _start(args, tmp, redis_server.url)

@@ -27,7 +27,7 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import pct
+from bench.common import parse_quick, pct
 from farm.embedded_redis import EmbeddedRedis
 from farm.handler.context import JobContext
 from farm.handler.registry import get_handler
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pool", default="threads", help="worker pool for all three workers")
     parser.add_argument("--concurrency", type=int, default=4, help="per worker")
-    args = parser.parse_args()
+    args = parse_quick(parser, n=30, burst=100, repeats=1)
     console = Console()
 
     rows: dict[str, list[float]] = {}

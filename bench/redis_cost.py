@@ -28,6 +28,7 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import parse_quick
 from farm.embedded_redis import EmbeddedCluster, EmbeddedRedis
 from farm.launcher import LocalFarm, default_workers
 
@@ -122,7 +123,7 @@ def main() -> None:
     parser.add_argument("--math", type=int, default=24, help="sequential sandboxed math rollouts")
     parser.add_argument("--idle-s", type=float, default=10.0, help="seconds of an idle farm")
     parser.add_argument("--cluster", action="store_true", help="the farm on a 3-master Redis Cluster")
-    args = parser.parse_args()
+    args = parse_quick(parser, noop=20, math=2, idle_s=2.0)
     console = Console()
 
     with contextlib.ExitStack() as stack:

@@ -32,6 +32,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import parse_quick
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 
@@ -121,7 +122,7 @@ def main() -> None:
     parser.add_argument("--llm-ms", type=float, default=600.0, help="model latency of the run's LLM call")
     parser.add_argument("--processes", type=int, default=4, help="pool processes in part 1 (>= 3)")
     parser.add_argument("--only", choices=["staged", "nodes"], default=None)
-    args = parser.parse_args()
+    args = parse_quick(parser, jobs=24, repeats=1)
     console = Console(width=120)
     run_s = args.llm_ms / 1000
     console.print(

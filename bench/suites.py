@@ -23,6 +23,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import parse_quick
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult
@@ -109,7 +110,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2, help="rollouts per instance")
     parser.add_argument("--handlers", default="math,code,swe")
     parser.add_argument("--token-latency-ms", type=float, default=1.0)
-    args = parser.parse_args()
+    args = parse_quick(parser, samples=1, handlers="math")
     console = Console(width=120)
     scratch = Path(tempfile.mkdtemp(prefix="bench-handlers-"))
     server = EmbeddedRedis().start()

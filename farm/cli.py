@@ -65,18 +65,19 @@ def given_api_port(settings: Settings) -> int | None:
 @click.option("--port", type=int, default=None, help="Default FARM_API_PORT or 8000.")
 def api(host: str | None, port: int | None) -> None:
     """Serve the REST facade and the model gateway (uvicorn)."""
-    import uvicorn
-
     from farm.embedded_redis import port_in_use
     from farm.launcher import FarmStartError
-    from farm.redis_clients import redis_answers
     from farm.web.listen_guard import check_listen
 
     settings = get_settings()
     host, port = host or settings.api_host, port or settings.api_port
     check_listen(host, settings.api_token)
     if port_in_use(port, "127.0.0.1" if host in ("0.0.0.0", "::", "") else host):
-        raise FarmStartError(f"port {port} in use")
+        raise FarmStartError(f"port {port} in use")  # before uvicorn and the app are imported (seconds)
+    import uvicorn
+
+    from farm.redis_clients import redis_answers
+
     if not redis_answers(settings.redis_url, settings=settings):
         raise FarmStartError(f"Redis at {mask_url(settings.redis_url)} does not answer (FARM_REDIS_URL)")
     click.echo(f"farm api: http://{host}:{port} (docs at /docs), Redis {mask_url(settings.redis_url)}")
@@ -99,6 +100,12 @@ def _llm_args(token_latency_ms: float, accuracy: float, seed: int) -> list[str]:
 @click.option("--token-latency-ms", type=float, default=1.0, show_default=True)
 @click.option("--accuracy", type=float, default=0.5, show_default=True)
 @click.option("--log-dir", type=click.Path(path_type=Path), default=None)
+@click.option(
+    "--redis-port", type=int, default=0, help="Port of the private redis-server (default: a free one)."
+)
+@click.option(
+    "--llm-port", type=int, default=0, help="Port of the reference LLM server (default: a free one)."
+)
 def up(
     port: int | None,
     llm_policy: str,
@@ -106,6 +113,8 @@ def up(
     token_latency_ms: float,
     accuracy: float,
     log_dir: Path | None,
+    redis_port: int,
+    llm_port: int,
 ) -> None:
     """Start everything (a private Redis unless FARM_REDIS_URL is set, the API, one worker per queue,
     the reference LLM) and keep it running: a child that dies is restarted with backoff. Ctrl-C drains
@@ -116,6 +125,8 @@ def up(
     farm = LocalFarm(
         redis_url=given_redis_url(settings),
         api_port=port or settings.api_port,
+        redis_port=redis_port,
+        llm_port=llm_port,
         workers=default_workers(run_concurrency),
         llm_policy=None if llm_policy == "none" else llm_policy,
         llm_args=_llm_args(token_latency_ms, accuracy, 0),
@@ -176,6 +187,13 @@ def print_farm_table(farm: Any, private_redis: bool) -> None:
     "bug-fix task instead of math; the CLI is installed from npm into the harness CLI cache.",
 )
 @click.option("--harness-command", default=None, help="The harness program to run (default: the cached CLI).")
+@click.option("--port", type=int, default=None, help="API port (default FARM_API_PORT, else a free one).")
+@click.option(
+    "--redis-port", type=int, default=0, help="Port of the private redis-server (default: a free one)."
+)
+@click.option(
+    "--llm-port", type=int, default=0, help="Port of the reference LLM server (default: a free one)."
+)
 def demo(
     n_tasks: int,
     samples: int,
@@ -185,6 +203,9 @@ def demo(
     run_concurrency: int,
     harness: str | None,
     harness_command: str | None,
+    port: int | None,
+    redis_port: int,
+    llm_port: int,
 ) -> None:
     """Start a local farm, run a batch of math (or harness) rollouts, print a summary, write trajectories."""
     from farm.demo import run_demo
@@ -214,8 +235,10 @@ def demo(
         _llm_args(token_latency_ms, accuracy, 0),
         run_concurrency,
         redis_url=given_redis_url(settings),
-        api_port=given_api_port(settings),
+        api_port=port or given_api_port(settings),
         harness=harness_run,
+        redis_port=redis_port,
+        llm_port=llm_port,
     )
     if code:
         raise click.exceptions.Exit(code)

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import redis
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from farm import keys
@@ -30,6 +30,7 @@ from farm.identity import mask_url
 from farm.launcher import FarmStartError, LocalFarm, default_workers, stop_signals_as_keyboard_interrupt
 from farm.models.results import JobResult
 from farm.redis_clients import redis_answers
+from farm.report.summary import summarize
 
 HARNESS_INSTRUCTION = "Fix the add function in calc.py so that test_calc.py passes."
 """The harness demo's task (handlers/harness/scripts/harness.jsonl has a script per harness for it)."""
@@ -133,15 +134,19 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def summarise(results: list[JobResult], wall_s: float) -> Table:
-    table = Table(title=f"{len(results)} rollouts in {wall_s:.1f} s")
+def summarise(results: list[JobResult]) -> Table:
+    """The run's one throughput figure is `farm report`'s (farm/report/summary.py: rollouts done per
+    second from the first submission to the last end, read from the jobs' own times), so the demo and
+    a report of its JSONL say the same number."""
+    summary = summarize(results)
+    table = Table(title=f"{len(results)} rollouts in {summary.wall_time_s:.1f} s")
     table.add_column("metric")
     table.add_column("value", justify="right")
     states: dict[str, int] = {}
     for r in results:
         states[r.state.value] = states.get(r.state.value, 0) + 1
     rewards = [r.reward for r in results if r.reward is not None]
-    table.add_row("rollouts/s", f"{len(results) / wall_s:.2f}")
+    table.add_row("rollouts/s (done)", f"{summary.rollouts_per_s:.2f}")
     table.add_row("states", ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
     table.add_row("mean reward", f"{statistics.fmean(rewards):.3f}" if rewards else "-")
     groups: dict[str, list[float]] = {}
@@ -179,6 +184,8 @@ def run_demo(
     redis_url: str | None = None,
     api_port: int | None = None,
     harness: tuple[str, str] | None = None,
+    redis_port: int = 0,
+    llm_port: int = 0,
 ) -> int:
     """Runs the demo; returns the exit code (0, or INTERRUPTED after Ctrl-C). With `harness` (name,
     command) each task runs that harness CLI on the calc.py task instead of a math problem."""
@@ -200,6 +207,8 @@ def run_demo(
     farm = LocalFarm(
         redis_url=own_db or redis_url,
         api_port=api_port or 0,
+        redis_port=redis_port,
+        llm_port=llm_port,
         check_port=bool(api_port),
         workers=default_workers(run_concurrency),
         llm_args=llm_args,
@@ -227,7 +236,7 @@ def run_demo(
         for result in batch.results:
             fh.write(result.model_dump_json() + "\n")
     if batch.results:
-        console.print(summarise(batch.results, batch.wall_s))
+        console.print(summarise(batch.results))
     console.print(f"trajectories: {out}")
     return code
 
@@ -241,7 +250,8 @@ def _run_batch(console: Console, api: str, bodies: list[dict[str, Any]], samples
             http.post("/rollout/task/submit", json=body).raise_for_status()
             pending[body["task_id"]] = None
         results = batch.results
-        columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        # No clock of its own: the summary's wall time and rate are the run's one figure.
+        columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn())
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task("rollouts", total=total)
             while pending:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import redis
 
+from farm.children import spawn
+
 
 def redis_server_binary() -> str:
     found = shutil.which("redis-server")
@@ -87,7 +89,7 @@ class EmbeddedRedis:
             "warning",
             *self.extra,
         ]
-        self.process = subprocess.Popen(
+        self.process = spawn(  # dies with this process, even SIGKILLed
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
         client = redis.Redis.from_url(self.url)

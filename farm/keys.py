@@ -46,7 +46,7 @@ Service:
                                        FARM_READY_BUFFER. The job hash's `ready_node` names the set.
     farm:orphan_sweep:{host}     string lock: one worker per host looks for orphaned sandboxes
     farm:stall_sweep             string lock: one worker at a time looks for stalled jobs
-    farm:reaper                  string lease (2 s): the one worker whose reaper thread currently leads
+    farm:reaper                  string lease (3 s, LEAD_S): the one worker whose reaper thread leads
     farm:demo:claim              string set in the database a demo took for itself (farm/demo.py)
 """
 

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +26,7 @@ from typing import IO
 
 import httpx
 
+from farm.children import spawn
 from farm.embedded_redis import EmbeddedRedis, free_port, port_in_use
 from farm.identity import DEFAULT_WORKDIR, farm_id, farm_workdir, mask_url
 from farm.redis_clients import redis_answers, redis_client
@@ -81,6 +83,10 @@ class LocalFarm:
     redis_url: str | None = None
     """The farm's Redis; None starts a private redis-server (never whatever answers on 6379)."""
     api_port: int = 0
+    redis_port: int = 0
+    """Port of the private redis-server (0: a free one)."""
+    llm_port: int = 0
+    """Port of the first reference LLM server, the next ones counting up from it (0: free ones)."""
     workers: list[WorkerSpec] = field(default_factory=default_workers)
     llm_policy: str | None = "scripted"
     """Start the reference LLM server with this policy and register it; None starts none."""
@@ -144,7 +150,7 @@ class LocalFarm:
             out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
         elif not self.quiet:
             out = None
-        proc = subprocess.Popen(
+        proc = spawn(  # dies with this process, even SIGKILLed (farm/children.py)
             argv, env=self.child_env(**env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
         self._children = [(n, p) for n, p in self._children if n != name] + [(name, proc)]
@@ -161,10 +167,15 @@ class LocalFarm:
         return self
 
     def _start(self, timeout_s: float) -> None:
-        if self.check_port and self.api_port and port_in_use(self.api_port):
-            raise FarmStartError(f"port {self.api_port} in use")
+        fixed = [self.api_port] if self.check_port else []
+        fixed += [self.redis_port] if self.redis_url is None else []
+        if self.llm_policy and self.llm_port:
+            fixed += [self.llm_port + i for i in range(self.llm_servers)]
+        for port in fixed:  # every port asked for, before anything starts
+            if port and port_in_use(port):
+                raise FarmStartError(f"port {port} in use")
         if self.redis_url is None:
-            self._redis = EmbeddedRedis().start()
+            self._redis = EmbeddedRedis(port=self.redis_port or free_port()).start()
             self.redis_url = self._redis.url
         elif not redis_answers(self.redis_url, settings=self.redis_settings()):
             raise FarmStartError(f"Redis at {mask_url(self.redis_url)} does not answer (FARM_REDIS_URL)")
@@ -173,7 +184,7 @@ class LocalFarm:
 
         if self.llm_policy:
             for i in range(self.llm_servers):
-                port = free_port()
+                port = self.llm_port + i if self.llm_port else free_port()
                 serve = [
                     "llm",
                     "serve",
@@ -194,7 +205,9 @@ class LocalFarm:
             label = worker.name or worker.queues.replace(",", "+")
             env = {"FARM_NODE": worker.node} if worker.node else {}
             argv = [sys.executable, "-m", "celery", "-A", worker.app, "worker", "-Q", worker.queues]
-            argv += ["-P", worker.pool, "-c", str(worker.concurrency), "-n", f"{label}-{i}{self._tag}@%h"]
+            # The host written out (Celery's `%h` would show literally in the table and the logs).
+            name = f"{label}-{i}{self._tag}@{socket.gethostname()}"
+            argv += ["-P", worker.pool, "-c", str(worker.concurrency), "-n", name]
             # Heartbeats (one PUBLISH per worker every 10 s) let Flower list the workers; Flower turns
             # task events on itself (enable_events) while it watches, so they cost nothing otherwise.
             argv += ["--without-gossip", "--without-mingle", "--heartbeat-interval", "10", "-l", "warning"]

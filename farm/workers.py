@@ -11,21 +11,28 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import signal
 import socket
+import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
 import redis.asyncio as aioredis
-from celery.signals import worker_init, worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 
 from containers.local import default_root
 from farm import keys
+from farm.outage import redis_outage, report
 from farm.redis_clients import redis_client
 from farm.redis_ops import AsyncRunner, Command, Op, Runner
 from farm.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 5.0
 TTL_S = 15.0
@@ -135,9 +142,10 @@ def _beat(hostname: str, description: dict[str, Any]) -> None:
     r = _client()
     beats = 0
     while not _stop.wait(HEARTBEAT_S):
-        with contextlib.suppress(redis.RedisError):
+        try:
             if not heartbeat(r, hostname):
                 register(r, hostname, description)
+            redis_outage.back()
             sandboxes = local_sandboxes()
             if sandboxes != description.get("sandboxes"):  # written only when it changed
                 description["sandboxes"] = sandboxes
@@ -145,8 +153,11 @@ def _beat(hostname: str, description: dict[str, Any]) -> None:
             beats += 1
             if beats % PRUNE_EVERY == 0:
                 prune(r)
-    with contextlib.suppress(redis.RedisError):
-        unregister(r, hostname)
+        except redis.RedisError as exc:
+            report("heartbeat", exc, log, "worker heartbeat failed")
+    if not redis_outage.down:  # (with Redis gone the registration expires by itself)
+        with contextlib.suppress(redis.RedisError):
+            unregister(r, hostname)
 
 
 @worker_init.connect
@@ -171,9 +182,53 @@ def _start_heartbeat(sender: Any = None, **kwargs: Any) -> None:
         "concurrency": getattr(consumer.pool, "limit", None),
     }
     register(_client(), consumer.hostname, description)
-    threading.Thread(target=_beat, args=(consumer.hostname, description), daemon=True).start()
+    beat = threading.Thread(target=_beat, args=(consumer.hostname, description), daemon=True)
+    beat.start()
+    # Connected now, after every module's own receivers: it runs last.
+    worker_shutdown.connect(_exit_without_finalizing(beat), weak=False)
 
 
 @worker_shutdown.connect
 def _stop_heartbeat(**kwargs: Any) -> None:
     _stop.set()
+
+
+def _exit_without_finalizing(beat: threading.Thread) -> Callable[..., None]:
+    """The worker's last shutdown step: it has stopped consuming and its pool is joined, so it exits
+    here. The interpreter's own finalization of a worker's heap (transformers, tokenizers, handlers)
+    took seconds on a loaded host, past the stop deadline."""
+
+    def exit_now(sender: Any = None, **kwargs: Any) -> None:
+        beat.join(timeout=1.0)  # its unregistration
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        code = getattr(sender, "exitcode", 0)
+        os._exit(code if isinstance(code, int) else 0)
+
+    return exit_now
+
+
+STOP_DEADLINE_S = 3.5
+"""A worker exits this long after its first stop signal at the latest, whatever Redis does: a warm
+shutdown waits for running stages, which draining hands back within a second or two, but with Redis
+gone Celery's reconnect loop and every Redis call in the shutdown path retry for tens of seconds. A
+stage still running then comes back through its lease (farm/jobs: the reaper re-sends it)."""
+
+
+def _exit_after_deadline() -> None:
+    log.warning("still stopping %.0f s after the stop signal; exiting now", STOP_DEADLINE_S)
+    logging.shutdown()
+    os._exit(0)
+
+
+@worker_shutting_down.connect
+def _start_stop_deadline(**kwargs: Any) -> None:
+    timer = threading.Timer(STOP_DEADLINE_S, _exit_after_deadline)
+    timer.daemon = True
+    timer.start()
+    # Daemon threads stop running once the interpreter finalizes (atexit work can be what hangs): the
+    # kernel's SIGALRM, at its default action, ends the process then.
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(int(STOP_DEADLINE_S) + 1)

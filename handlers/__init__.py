@@ -1,1 +1,1 @@
-"""AgentHandler plugins, one per task domain. See handlers/base.py for the interface."""
+"""AgentHandler plugins, one per task domain. See farm/handler/protocol.py for the interface."""

@@ -15,6 +15,7 @@ import redis
 
 from farm import keys
 from farm.jobs.store import LEASE_TTL_S, JobStore
+from farm.outage import report
 
 log = logging.getLogger(__name__)
 POLL_S = 0.2
@@ -111,8 +112,8 @@ class JobMonitor:
                     self._lost |= {j for j in lost if self._leases.get(j) == leases[j]}
                 if lost:  # also the moment between a stage giving its lease back and leaving the monitor
                     log.info("no longer holding the lease of %s", ", ".join(sorted(lost)))
-            except redis.RedisError:
-                log.warning("job monitor could not reach Redis", exc_info=True)
+            except redis.RedisError as exc:
+                report("job monitor", exc, log, "job monitor could not reach Redis")
 
 
 _monitor: JobMonitor | None = None

@@ -26,6 +26,7 @@ from celery.signals import worker_ready, worker_shutting_down
 from farm import keys
 from farm.keys import JobField
 from farm.models.results import STAGES
+from farm.outage import report
 from farm.settings import get_settings
 from farm.workers import live_run_queues
 from tasks.monitor import mark_draining
@@ -184,8 +185,8 @@ def _loop(hostname: str) -> None:
     while not _stop.wait(REAP_EVERY_S):
         try:
             next_orphan_try = _round(lead, next_orphan_try)
-        except redis.RedisError:
-            log.warning("reaper could not reach Redis", exc_info=True)
+        except redis.RedisError as exc:
+            report("reaper", exc, log, "reaper could not reach Redis")
         except Exception:
             log.exception("reaper round failed")
 

@@ -16,11 +16,14 @@ from farm import __version__
 from farm.api import docs, management, metrics, rollout
 from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
+from farm.api.outage import OutageGuard, RedisWatch
 from farm.api.state import FarmState
 from farm.api.strict_json import StrictJSONBody
 from farm.gateway.app import install_fast_path
 from farm.gateway.app import router as gateway_router
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
+from farm.logs import configure as configure_logging
+from farm.outage import redis_outage
 from farm.settings import Settings, get_settings
 from farm.ui import routes as ui
 from farm.web.security import BodySizeLimit
@@ -35,6 +38,7 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyn
 
         state = FarmState.build(settings, celery)
         app.state.farm = state
+        app.state.redis_watch = watch = RedisWatch.create(settings)
         await state.waiter.start()
         prober = asyncio.create_task(probe_forever(state.pool))
         callbacks = asyncio.create_task(
@@ -53,12 +57,14 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyn
                     await background
             await state.waiter.stop()
             await state.redis.aclose()
+            await watch.aclose()
 
     return lifespan
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    configure_logging()
     app = FastAPI(
         title="rollout-farm",
         version=__version__,
@@ -71,12 +77,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_fast_path(app)  # innermost: the size limit and JSON check still apply to model calls
     app.add_middleware(StrictJSONBody)  # inside the size limit: it reads whole bodies
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(OutageGuard)  # outermost: a request Redis holds up answers 503 within a second
 
     @app.exception_handler(RedisConnectionError)
     @app.exception_handler(RedisTimeoutError)
     @app.exception_handler(OperationalError)
     async def redis_unreachable(request: Request, exc: Exception) -> JSONResponse:
         """Redis down past the clients' retries: a retryable 503, not a 500."""
+        redis_outage.lost("api", exc)
         return JSONResponse(
             {"detail": f"the farm's Redis is unreachable ({type(exc).__name__}); retry shortly"},
             status_code=503,

@@ -10,6 +10,7 @@ import httpx
 
 from farm import keys
 from farm.models.backends import BackendInfo
+from farm.outage import redis_outage, report
 from farm.pool import AsyncBackendPool
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,9 @@ async def probe_forever(pool: AsyncBackendPool) -> None:
             await asyncio.sleep(PROBE_EVERY_S)
             try:
                 # One SCARD while every backend is healthy (the common case), not a listing.
-                if not await pool.r.scard(keys.BACKENDS_UNHEALTHY):
+                unhealthy = await pool.r.scard(keys.BACKENDS_UNHEALTHY)
+                redis_outage.back()  # this round is the API's regular Redis call when it is idle
+                if not unhealthy:
                     continue
                 for backend in await pool.list():
                     if backend.healthy:
@@ -42,5 +45,5 @@ async def probe_forever(pool: AsyncBackendPool) -> None:
                         await pool.mark_healthy(backend.address)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("backend probe round failed", exc_info=True)
+            except Exception as exc:
+                report("backend prober", exc, log, "backend probe round failed")

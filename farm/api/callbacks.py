@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 from farm import keys
 from farm.jobs.store import AsyncJobStore
 from farm.keys import JobField
+from farm.outage import report
 from farm.text import as_text
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,8 @@ class CallbackSender:
                     sent, next_due = await self.send_due(http, tags=self._round(ended))
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    log.warning("callback round failed", exc_info=True)
+                except Exception as exc:
+                    report("callback sender", exc, log, "callback round failed")
                     sent, next_due = 0, None
                 if sent:
                     continue

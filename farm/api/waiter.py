@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.jobs.store import AsyncJobStore, JobPeek
+from farm.outage import redis_outage, report
 from farm.text import as_text
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class JobWaiter:
             pubsub = self.r.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(keys.DONE_CHANNEL, keys.CALLBACKS_DUE_CHANNEL)
+                redis_outage.back()
                 async for message in pubsub.listen():
                     if as_text(message.get("channel")) == keys.CALLBACKS_DUE_CHANNEL:
                         self.callbacks_due.add(as_text(message.get("data")))
@@ -57,8 +59,8 @@ class JobWaiter:
                         event.set()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("result subscription lost; resubscribing", exc_info=True)
+            except Exception as exc:
+                report("result subscription", exc, log, "result subscription lost; resubscribing")
                 await asyncio.sleep(0.5)
             finally:
                 with contextlib.suppress(Exception):

@@ -55,6 +55,16 @@ class CancelRequest(BaseModel):
     older_than_policy_version: StrictInt | None = None
     """Cancel every active job whose metadata.policy_version is lower (stale-job cleanup)."""
 
+    @model_validator(mode="after")
+    def _needs_a_selector(self) -> CancelRequest:
+        """`{}` selects nothing: a 422 naming the selectors, not a 200 that cancelled nothing."""
+        if all(getattr(self, name) is None for name in SELECTORS):
+            raise ValueError(f"give at least one selector: {', '.join(SELECTORS)}")
+        return self
+
+
+SELECTORS = ("job_id", "task_id", "group_id", "older_than_policy_version")
+
 
 class RemoveLLMServerRequest(BaseModel):
     address: str = Field(min_length=1, examples=["http://127.0.0.1:8001/v1"])

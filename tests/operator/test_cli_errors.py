@@ -49,6 +49,16 @@ def test_up_on_a_taken_port_starts_nothing(taken_port: int) -> None:
     assert_one_line(farm("up", "--port", str(taken_port)), f"farm up: port {taken_port} in use")
 
 
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [("up", "--redis-port"), ("up", "--llm-port"), ("demo", "--port"), ("demo", "--redis-port")],
+)
+def test_every_port_up_and_demo_open_has_a_flag_checked_before_starting(
+    command: str, flag: str, taken_port: int
+) -> None:
+    assert_one_line(farm(command, flag, str(taken_port)), f"farm {command}: port {taken_port} in use")
+
+
 def test_api_on_a_taken_port_exits(taken_port: int, redis_url: str) -> None:
     result = farm("api", "--port", str(taken_port), FARM_REDIS_URL=redis_url)
     assert_one_line(result, f"farm api: port {taken_port} in use")
