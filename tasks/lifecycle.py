@@ -19,14 +19,14 @@ from farm.agent.policy import PolicyClient
 from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, RunOutput
+from farm.handler.registry import get_handler
 from farm.jobs.dispatch import FOLLOWING_STAGE, stage_task_id
 from farm.jobs.store import JobRecord, JobStore, terminal_result
 from farm.keys import JobField
 from farm.models.results import JobResult, JobState, StageError, Trajectory
 from farm.settings import get_settings
-from handlers.base import AgentHandler, RunOutput
-from handlers.context import JobContext
-from handlers.registry import get_handler
 from tasks.backpressure import wait_for_ready_slot
 from tasks.monitor import job_monitor
 from tasks.resume import resume_stages

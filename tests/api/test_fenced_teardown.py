@@ -11,13 +11,13 @@ import pytest
 import redis
 
 from farm import keys
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
 from farm.jobs.dispatch import stage_task_ids
 from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import JobStore
 from farm.models.results import JobState
-from handlers.base import AgentHandler, EvalOutput, RunOutput
-from handlers.context import JobContext
 from tasks import lifecycle
 
 
