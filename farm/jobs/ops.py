@@ -34,6 +34,8 @@ LEASE_TTL_S = 6.0
 """A running stage renews its lease every LEASE_TTL_S / 3; a lease this old means the worker is gone."""
 ScriptArg = str | int | float
 """What a Lua script accepts in ARGV."""
+# kombu's Redis transport stores priorities 3, 6 and 9 in lists named queue + "\x06\x16" + priority.
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
 
 @dataclass
@@ -380,6 +382,30 @@ class JobOps:
         for name in hashes:
             raw.append((yield _hgetall(name)))
         return sum_stats(raw) | derived
+
+    def queue_depths(self, queues: list[str]) -> Op[dict[str, int]]:
+        """Messages waiting in each stage queue, read from the broker (kombu keeps one list per queue and
+        priority)."""
+
+        def queue(pipe: Pipeline) -> None:
+            for name in queues:
+                for suffix in _PRIORITY_SUFFIXES:
+                    pipe.llen(name + suffix)
+
+        counts = yield Batch(queue, on=On.BROKER)
+        step = len(_PRIORITY_SUFFIXES)
+        return {name: sum(counts[i * step : (i + 1) * step]) for i, name in enumerate(queues)}
+
+    def ready_by_node(self, nodes: set[str]) -> Op[dict[str, int]]:
+        """READY slots held on each of `nodes`: sandboxes being prepared or awaiting run."""
+        ordered = sorted(nodes)
+
+        def queue(pipe: Pipeline) -> None:
+            for node in ordered:
+                pipe.zcard(keys.ready(node))
+
+        counts = yield Batch(queue)
+        return {node: int(n) for node, n in zip(ordered, counts, strict=True)}
 
     def prune_index(self) -> Op[None]:
         """Drops the viewer's index entries past the result TTL."""

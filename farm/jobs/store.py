@@ -110,3 +110,5 @@ class AsyncJobStore:
     active_count = AsyncOp(JobOps.active_count)
     counts_by_state = AsyncOp(JobOps.counts_by_state)
     stats = AsyncOp(JobOps.stats)
+    queue_depths = AsyncOp(JobOps.queue_depths)
+    ready_by_node = AsyncOp(JobOps.ready_by_node)
