@@ -13,7 +13,6 @@ import time
 
 import redis
 
-from farm import keys
 from farm.jobs.store import LEASE_TTL_S, JobStore
 
 log = logging.getLogger(__name__)
@@ -74,11 +73,7 @@ class JobMonitor:
                 continue
             try:
                 revoked = self.store.revoked_among(list(leases))
-                if (
-                    self._hostname
-                    and not self._draining
-                    and self.store.r.exists(keys.draining(self._hostname))
-                ):
+                if self._hostname and not self._draining and self.store.is_draining(self._hostname):
                     self._draining = True
                 lost: set[str] = set()
                 if time.monotonic() - last_renew >= RENEW_EVERY_S:
@@ -112,4 +107,4 @@ def mark_draining(hostname: str) -> None:
     """Called in the worker's main process when shutdown starts; pool children see it via Redis."""
     job_monitor().drain()
     with contextlib.suppress(redis.RedisError):
-        job_monitor().store.r.set(keys.draining(hostname), "1", ex=120)
+        job_monitor().store.mark_draining(hostname)

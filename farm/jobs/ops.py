@@ -407,6 +407,49 @@ class JobOps:
         counts = yield Batch(queue)
         return {node: int(n) for node, n in zip(ordered, counts, strict=True)}
 
+    def fields_of(self, job_ids: list[str], fields: tuple[str, ...]) -> Op[list[list[str | None]]]:
+        """The named fields of each job's hash, in one pipeline (None where a field or the job is gone)."""
+
+        def queue(pipe: Pipeline) -> None:
+            for job_id in job_ids:
+                pipe.hmget(self.layout.job(job_id), *fields)
+
+        rows = yield Batch(queue)
+        return [[None if value is None else _s(value) for value in row] for row in rows]
+
+    def queued_messages(self, lists: list[str]) -> Op[list[bytes]]:
+        """Every message waiting in the broker's `lists` (the stall sweep's scan)."""
+
+        def queue(pipe: Pipeline) -> None:
+            for name in lists:
+                pipe.lrange(name, 0, -1)
+
+        return [message for batch in (yield Batch(queue, on=On.BROKER)) for message in batch]
+
+    # --- farm-wide switches and locks --------------------------------------------------------------
+
+    def take_lock(self, name: str, owner: str, ttl_ms: int) -> Op[bool]:
+        """Takes the lock `name` for `ttl_ms` unless someone holds it (SET NX): the reaper's lead, the
+        stall sweep, a host's orphan sweep."""
+        return bool((yield Command(lambda r: r.set(name, owner, nx=True, px=ttl_ms))))
+
+    def is_draining(self, hostname: str) -> Op[bool]:
+        return bool((yield Command(lambda r: r.exists(keys.draining(hostname)))))
+
+    def mark_draining(self, hostname: str, ttl_s: int = 120) -> Op[None]:
+        """The worker `hostname` is shutting down: its pool children give their stages back."""
+        yield Command(lambda r: r.set(keys.draining(hostname), "1", ex=ttl_s))
+
+    def clear_draining(self, hostname: str) -> Op[None]:
+        yield Command(lambda r: r.delete(keys.draining(hostname)))
+
+    def accepting(self) -> Op[bool]:
+        """Whether the farm takes new work (POST /stop and /start)."""
+        return bool((yield Command(lambda r: r.get(keys.ACCEPTING))) != b"0")
+
+    def set_accepting(self, value: bool) -> Op[None]:
+        yield Command(lambda r: r.set(keys.ACCEPTING, "1" if value else "0"))
+
     def prune_index(self) -> Op[None]:
         """Drops the viewer's index entries past the result TTL."""
         cutoff = time.time() - self.ttl_s

@@ -80,6 +80,16 @@ class JobStore:
     count_infra_retry = SyncOp(JobOps.count_infra_retry)
     set_fields = SyncOp(JobOps.set_fields)
     prune_index = SyncOp(JobOps.prune_index)
+    fields_of = SyncOp(JobOps.fields_of)
+    queued_messages = SyncOp(JobOps.queued_messages)
+    take_lock = SyncOp(JobOps.take_lock)
+    is_draining = SyncOp(JobOps.is_draining)
+    mark_draining = SyncOp(JobOps.mark_draining)
+    clear_draining = SyncOp(JobOps.clear_draining)
+
+    def buckets(self) -> list[str]:
+        """The hash-tag buckets jobs are spread over (one on a plain Redis)."""
+        return self.layout.tags()
 
 
 class AsyncJobStore:
@@ -112,3 +122,5 @@ class AsyncJobStore:
     stats = AsyncOp(JobOps.stats)
     queue_depths = AsyncOp(JobOps.queue_depths)
     ready_by_node = AsyncOp(JobOps.ready_by_node)
+    accepting = AsyncOp(JobOps.accepting)
+    set_accepting = AsyncOp(JobOps.set_accepting)
