@@ -183,6 +183,10 @@ class PoolOps:
         if (yield Command(lambda r: r.hexists(keys.BACKENDS, address))):
             yield Command(lambda r: r.sadd(keys.BACKENDS_UNHEALTHY, address))
 
+    def any_unhealthy(self) -> Op[bool]:
+        """One SCARD: whether a backend is marked unhealthy (the prober's idle check)."""
+        return bool((yield Command(lambda r: r.scard(keys.BACKENDS_UNHEALTHY))))
+
     def mark_healthy(self, address: str) -> Op[None]:
         yield Command(lambda r: r.srem(keys.BACKENDS_UNHEALTHY, address))
 
@@ -232,6 +236,7 @@ class AsyncBackendPool:
     add = AsyncOp(PoolOps.add)
     remove = AsyncOp(PoolOps.remove)
     clear = AsyncOp(PoolOps.clear)
+    any_unhealthy = AsyncOp(PoolOps.any_unhealthy)
     list = AsyncOp(PoolOps.list)
     get = AsyncOp(PoolOps.get)
     acquire = AsyncOp(PoolOps.acquire)

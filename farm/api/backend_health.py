@@ -8,7 +8,6 @@ import logging
 
 import httpx
 
-from farm import keys
 from farm.models.backends import BackendInfo
 from farm.pool import AsyncBackendPool
 
@@ -28,7 +27,7 @@ async def probe_forever(pool: AsyncBackendPool) -> None:
             await asyncio.sleep(PROBE_EVERY_S)
             try:
                 # One SCARD while every backend is healthy (the common case), not a listing.
-                if not await pool.r.scard(keys.BACKENDS_UNHEALTHY):
+                if not await pool.any_unhealthy():
                     continue
                 for backend in await pool.list():
                     if backend.healthy:

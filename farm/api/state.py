@@ -12,6 +12,7 @@ from farm.api.url_policy import URLPolicy
 from farm.api.waiter import JobWaiter
 from farm.jobs.messages import StageMessages
 from farm.jobs.store import AsyncJobStore
+from farm.jobs.task_records import AsyncTaskStore
 from farm.pool import AsyncBackendPool
 from farm.redis_clients import async_broker_client, async_pubsub_client, async_redis_client
 from farm.settings import Settings
@@ -21,10 +22,11 @@ from farm.web.state import SharedState
 @dataclass
 class FarmState(SharedState):
     """The shared clients (farm/web/state.py) and what only the REST facade uses: submitting, waiting for
-    results, the URL policies."""
+    results, the task API's records, the URL policies."""
 
     submitter: Submitter
     waiter: JobWaiter
+    tasks: AsyncTaskStore
     backend_urls: URLPolicy
     callback_urls: URLPolicy
 
@@ -39,6 +41,7 @@ class FarmState(SharedState):
             pool=AsyncBackendPool(client),
             submitter=Submitter(StageMessages(celery), store),
             waiter=JobWaiter(async_pubsub_client(settings), store),
+            tasks=AsyncTaskStore(client),
             backend_urls=URLPolicy.parse(settings.backend_allow),
             callback_urls=URLPolicy.parse(settings.callback_allow),
         )

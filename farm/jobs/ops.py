@@ -317,6 +317,9 @@ class JobOps:
 
     # --- reading -----------------------------------------------------------------------------------
 
+    def exists(self, job_id: str) -> Op[bool]:
+        return bool((yield Command(lambda r: r.exists(self.layout.job(job_id)))))
+
     def get(self, job_id: str) -> Op[JobRecord | None]:
         return JobRecord.parse((yield _hgetall(self.layout.job(job_id))))
 

@@ -12,6 +12,7 @@ import redis
 import redis.asyncio as aioredis
 
 from farm import keys
+from farm.jobs.callbacks import AsyncCallbackStore
 from farm.jobs.ops import LEASE_TTL_S, READY_SETTLE_S, REVOKED_KEEP_S, JobOps, Reaped
 from farm.jobs.record import JobPeek, JobRecord, ResultSource, terminal_result
 from farm.keys import JobKeys, Layout
@@ -106,6 +107,8 @@ class AsyncJobStore:
         self.broker = broker
         self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None, cluster=_is_cluster(client))
         self.runner = AsyncRunner(client, broker)
+        self.callbacks = AsyncCallbackStore(client, self.layout)
+        """The callback deliveries of these jobs (farm/jobs/callbacks.py)."""
 
     def keys(self, job_id: str) -> JobKeys:
         return self.layout.job_keys(job_id)
@@ -122,5 +125,7 @@ class AsyncJobStore:
     stats = AsyncOp(JobOps.stats)
     queue_depths = AsyncOp(JobOps.queue_depths)
     ready_by_node = AsyncOp(JobOps.ready_by_node)
+    exists = AsyncOp(JobOps.exists)
+    fields_of = AsyncOp(JobOps.fields_of)
     accepting = AsyncOp(JobOps.accepting)
     set_accepting = AsyncOp(JobOps.set_accepting)

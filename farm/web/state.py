@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import redis.asyncio as aioredis
 from fastapi import Request
 
-from farm import keys
 from farm.jobs.store import AsyncJobStore
 from farm.pool import AsyncBackendPool
 from farm.settings import Settings
@@ -32,11 +31,11 @@ class SharedState:
         """Whether new work is taken (read from Redis at most once a second per API process)."""
         now = time.monotonic()
         if now - self._accepting[0] > ACCEPTING_CACHE_S:
-            self._accepting = (now, await self.redis.get(keys.ACCEPTING) != b"0")
+            self._accepting = (now, await self.store.accepting())
         return self._accepting[1]
 
     async def set_accepting(self, value: bool) -> None:
-        await self.redis.set(keys.ACCEPTING, "1" if value else "0")
+        await self.store.set_accepting(value)
         self._accepting = (time.monotonic(), value)
 
 

@@ -44,7 +44,7 @@ def _ended_job_with_callback(url: str, job_id: str) -> JobStore:
 async def _send_once(url: str, receiver: httpx.MockTransport) -> int:
     client = aioredis.from_url(url)
     try:
-        sender = CallbackSender(client, AsyncJobStore(client, 3600))
+        sender = CallbackSender(AsyncJobStore(client, 3600))
         async with httpx.AsyncClient(transport=receiver) as http:
             sent, _ = await sender.send_due(http)
         return sent
