@@ -208,7 +208,8 @@ class BackendPool:
     """Synchronous pool client, used by Celery workers."""
 
     def __init__(self, client: redis.Redis) -> None:
-        self.r = client
+        self._r = client
+        """The raw client: private; every command goes through an operation."""
         self.ops = PoolOps()
         self.runner = Runner(client)
 
@@ -229,7 +230,8 @@ class AsyncBackendPool:
     """The same pool for asyncio code (the API and the gateway)."""
 
     def __init__(self, client: aioredis.Redis) -> None:
-        self.r = client
+        self._r = client
+        """The raw client: private; every command goes through an operation."""
         self.ops = PoolOps()
         self.runner = AsyncRunner(client)
 

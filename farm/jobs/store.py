@@ -49,7 +49,8 @@ class JobStore:
         layout: Layout | None = None,
         broker: redis.Redis | None = None,
     ) -> None:
-        self.r = client
+        self._r = client
+        """The raw client: private; every command goes through an operation."""
         self.ttl_s = ttl_s
         self.layout = layout or _layout_for(client)
         self.broker = broker
@@ -101,7 +102,8 @@ class AsyncJobStore:
         layout: Layout | None = None,
         broker: aioredis.Redis | None = None,
     ) -> None:
-        self.r = client
+        self._r = client
+        """The raw client: private; every command goes through an operation."""
         self.ttl_s = ttl_s
         self.layout = layout or _layout_for(client)
         self.broker = broker
