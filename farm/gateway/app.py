@@ -489,28 +489,25 @@ def install_fast_path(app: FastAPI) -> None:
     app.add_middleware(ModelCallFastPath, handle=_fast_model_call, routes=model_route)
 
 
-@router.post("/sessions/{session_id}/v1/chat/completions")
-@served_fast
-async def openai_chat_completions(
-    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
-) -> Response:
-    return await model_call(request, runtime, session_id, "v1/chat/completions")
+def _provider_route(route: str, name: str) -> None:
+    """Declares the model-call route `route` (the path after the session id; its provider from
+    _ROUTE_PROVIDERS), served by the fast path; the route is written once, here."""
+
+    async def endpoint(
+        session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+    ) -> Response:
+        return await model_call(request, runtime, session_id, route)
+
+    endpoint.__name__ = endpoint.__qualname__ = name
+    router.post(f"/sessions/{{session_id}}/{route}", name=name)(served_fast(endpoint))
 
 
-@router.post("/sessions/{session_id}/v1/responses")
-@served_fast
-async def openai_responses(
-    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
-) -> Response:
-    return await model_call(request, runtime, session_id, "v1/responses")
-
-
-@router.post("/sessions/{session_id}/v1/messages")
-@served_fast
-async def anthropic_messages(
-    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
-) -> Response:
-    return await model_call(request, runtime, session_id, "v1/messages")
+for _route, _name in (
+    ("v1/chat/completions", "openai_chat_completions"),
+    ("v1/responses", "openai_responses"),
+    ("v1/messages", "anthropic_messages"),
+):
+    _provider_route(_route, _name)
 
 
 async def _count_tokens(
