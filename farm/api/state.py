@@ -22,11 +22,10 @@ from farm.web.state import SharedState
 @dataclass
 class FarmState(SharedState):
     """The shared clients (farm/web/state.py) and what only the REST facade uses: submitting, waiting for
-    results, the task API's records, the URL policies."""
+    results, the URL policies."""
 
     submitter: Submitter
     waiter: JobWaiter
-    tasks: AsyncTaskStore
     backend_urls: URLPolicy
     callback_urls: URLPolicy
 

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.jobs.callbacks import AsyncCallbackStore
+from farm.jobs.index import AsyncJobIndex
 from farm.jobs.ops import LEASE_TTL_S, READY_SETTLE_S, REVOKED_KEEP_S, JobOps, Reaped
 from farm.jobs.record import JobPeek, JobRecord, ResultSource, terminal_result
 from farm.keys import JobKeys, Layout
@@ -111,6 +112,8 @@ class AsyncJobStore:
         self.runner = AsyncRunner(client, broker)
         self.callbacks = AsyncCallbackStore(client, self.layout)
         """The callback deliveries of these jobs (farm/jobs/callbacks.py)."""
+        self.index = AsyncJobIndex(client, self.layout)
+        """The viewer's reads: jobs by creation time and their rows (farm/jobs/index.py)."""
 
     def keys(self, job_id: str) -> JobKeys:
         return self.layout.job_keys(job_id)

@@ -29,7 +29,7 @@ async def live_snapshot(farm: SharedState) -> dict[str, Any]:
         }
         for stage in STAGES
     ]
-    rows = await recent_rows(farm.redis, RECENT_FAILURE_WINDOW)
+    rows = await recent_rows(farm.store.index, RECENT_FAILURE_WINDOW)
     failures = [r for r in rows if r.state in FAILED_STATES]
     by_class: dict[str, int] = {}
     for row in failures:

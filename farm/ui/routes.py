@@ -82,7 +82,7 @@ async def jobs_page(
     size: int = Query(50, ge=1, le=500),
     farm: SharedState = Depends(shared_state),
 ) -> HTMLResponse:
-    result = await job_page(farm.redis, flt, size, cursor)
+    result = await job_page(farm.store.index, flt, size, cursor)
     query = {k: v for k, v in request.query_params.items() if k != "cursor"}
     return page(request, "jobs.html.j2", page=result, flt=flt, query=query, cursor=cursor)
 
@@ -94,22 +94,22 @@ async def jobs_data(
     size: int = Query(50, ge=1, le=500),
     farm: SharedState = Depends(shared_state),
 ) -> JobPage:
-    return await job_page(farm.redis, flt, size, cursor)
+    return await job_page(farm.store.index, flt, size, cursor)
 
 
 @pages.get("/groups/{group_id}")
 async def group_page(
     request: Request, group_id: str, farm: SharedState = Depends(shared_state)
 ) -> HTMLResponse:
-    return page(request, "group.html.j2", group=await group_view(farm.redis, group_id))
+    return page(request, "group.html.j2", group=await group_view(farm, group_id))
 
 
 @pages.get("/jobs/{job_id}")
 async def job_page_view(
     request: Request, job_id: str, farm: SharedState = Depends(shared_state)
 ) -> HTMLResponse:
-    result = await load_result(farm.redis, job_id)
-    view = job_view(result) if result else await pending_view(farm.redis, job_id)
+    result = await load_result(farm.store, job_id)
+    view = job_view(result) if result else await pending_view(farm.store, job_id)
     if result and result.trajectory.traces:
         # load the tokenizer while the reader looks at the header, before they open the tokens
         _warming.add(asyncio.create_task(asyncio.to_thread(decoder, result.trajectory.traces[0])))
@@ -121,7 +121,7 @@ async def job_page_view(
 
 @data.get("/jobs/{job_id}/traces/{index}", response_model=TraceTokens)
 async def trace_data(job_id: str, index: int, farm: SharedState = Depends(shared_state)) -> TraceTokens:
-    result = await load_result(farm.redis, job_id)
+    result = await load_result(farm.store, job_id)
     if result is None:
         raise HTTPException(status_code=404, detail=f"job_id {job_id!r}: no finished result")
     traces = result.trajectory.traces

@@ -1,7 +1,7 @@
 """What one API process shares across requests on `app.state.farm`, as every reader of the farm's state
-sees it: the settings, the Redis client, the job store and the backend pool, and whether the farm takes
-new work. The REST facade extends it with what only it uses (farm/api/state.py); the viewer and the
-gateway read this much, so none of them needs the facade."""
+sees it: the settings, the Redis client, the job store, the backend pool, the task API's records, and
+whether the farm takes new work. The REST facade extends it with what only it uses (farm/api/state.py);
+the viewer and the gateway read this much, so none of them needs the facade."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from fastapi import Request
 
 from farm.jobs.store import AsyncJobStore
+from farm.jobs.task_records import AsyncTaskStore
 from farm.pool import AsyncBackendPool
 from farm.settings import Settings
 
@@ -25,6 +26,7 @@ class SharedState:
     redis: aioredis.Redis
     store: AsyncJobStore
     pool: AsyncBackendPool
+    tasks: AsyncTaskStore
     _accepting: tuple[float, bool] = field(default=(0.0, True), kw_only=True)
 
     async def accepting(self) -> bool:
