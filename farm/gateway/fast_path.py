@@ -12,35 +12,61 @@ Installed innermost among an app's own middleware, so a body-size limit or JSON 
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 
 from starlette._utils import get_route_path
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 ModelCall = Callable[[Request, str, str], Awaitable[Response]]
 """(request, session id, route after the session id) -> the response."""
 SESSION = "{session_id}"
+_NAMED_GROUP = re.compile(r"\(\?P<[^>]+>")
 
 
 class FastRoutes:
-    """The routes of `routes` whose endpoint is in `served`, found as the router finds them."""
+    """The routes of `routes` whose endpoint is in `served`, found as the router finds them: per request
+    method, one regex made of the routes' own compiled path regexes in the router's order (the first
+    alternative that matches the whole path wins, as the first matching route does in Starlette)."""
 
     def __init__(self, routes: Sequence[BaseRoute], served: Callable[[Route], bool]) -> None:
         self._routes = routes
         self._served = served
         self._prefix: str | None = None
+        self._by_method: dict[str, tuple[re.Pattern[str], list[int | None]]] = {}
+
+    def _plain_routes(self) -> list[Route]:
+        plain = [route for route in self._routes if isinstance(route, Route)]
+        if len(plain) != len(self._routes):
+            raise TypeError("the fast path reads plain routes only")
+        return plain
 
     def _common_prefix(self) -> str:
         """What every served route's path starts with before the session id: a request elsewhere is
-        passed on without matching (the API's own routes pay one str.startswith)."""
-        paths = [r.path for r in self._routes if isinstance(r, Route) and self._served(r)]
+        passed on at the cost of one str.startswith."""
+        paths = [route.path for route in self._plain_routes() if self._served(route)]
         if not paths or not all(SESSION in path for path in paths):
             raise ValueError("every route served by the fast path takes a {session_id}")
         return os.path.commonpath([path[: path.index(SESSION)] for path in paths])
+
+    def _compile(self, method: str) -> tuple[re.Pattern[str], list[int | None]]:
+        """The routes that take `method`, in order, as one regex (alternative i is route i, its own
+        path_regex with its groups made anonymous) and, per alternative, where the session id starts
+        when the route is served (None: FastAPI serves it)."""
+        alternatives: list[str] = []
+        session_at: list[int | None] = []
+        for route in self._plain_routes():
+            if route.methods and method not in route.methods:
+                continue  # Starlette's PARTIAL match: it looks on for a route that takes the method
+            body = _NAMED_GROUP.sub("(?:", route.path_regex.pattern.removeprefix("^").removesuffix("$"))
+            alternatives.append(f"(?P<r{len(alternatives)}>{body})")
+            session_at.append(route.path.index(SESSION) if self._served(route) else None)
+        return re.compile(f"^(?:{'|'.join(alternatives)})$"), session_at
 
     def __call__(self, scope: Scope) -> tuple[str, str] | None:
         """(session id, route after the session id) when `scope` is a model call the fast path serves."""
@@ -51,15 +77,23 @@ class FastRoutes:
         path = get_route_path(scope)
         if not path.startswith(self._prefix):
             return None
-        for route in self._routes:
-            match, child = route.matches(scope)
-            if match is Match.FULL:
-                if not (isinstance(route, Route) and self._served(route)):
-                    return None
-                session: str = child["path_params"]["session_id"]
-                start = route.path.index(SESSION) + len(session) + 1
-                return session, path[start:]
-        return None
+        return self._route(scope["method"], path)
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 (one instance per router, alive as long as the app)
+    def _route(self, method: str, path: str) -> tuple[str, str] | None:
+        """A harness calls one path again and again (its session's route): matched once."""
+        found = self._by_method.get(method)
+        if found is None:
+            found = self._by_method[method] = self._compile(method)
+        regex, session_at = found
+        match = regex.match(path)
+        if match is None or match.lastgroup is None:
+            return None
+        at = session_at[int(match.lastgroup[1:])]
+        if at is None:
+            return None
+        end = path.index("/", at)  # a session id is one path segment ([^/]+), a model route follows it
+        return path[at:end], path[end + 1 :]
 
 
 class ModelCallFastPath:
