@@ -183,6 +183,10 @@ class PoolOps:
         if (yield Command(lambda r: r.hexists(keys.BACKENDS, address))):
             yield Command(lambda r: r.sadd(keys.BACKENDS_UNHEALTHY, address))
 
+    def any_unhealthy(self) -> Op[bool]:
+        """One SCARD: whether a backend is marked unhealthy (the prober's idle check)."""
+        return bool((yield Command(lambda r: r.scard(keys.BACKENDS_UNHEALTHY))))
+
     def mark_healthy(self, address: str) -> Op[None]:
         yield Command(lambda r: r.srem(keys.BACKENDS_UNHEALTHY, address))
 
@@ -204,7 +208,8 @@ class BackendPool:
     """Synchronous pool client, used by Celery workers."""
 
     def __init__(self, client: redis.Redis) -> None:
-        self.r = client
+        self._r = client
+        """The raw client: private; every command goes through an operation."""
         self.ops = PoolOps()
         self.runner = Runner(client)
 
@@ -225,13 +230,15 @@ class AsyncBackendPool:
     """The same pool for asyncio code (the API and the gateway)."""
 
     def __init__(self, client: aioredis.Redis) -> None:
-        self.r = client
+        self._r = client
+        """The raw client: private; every command goes through an operation."""
         self.ops = PoolOps()
         self.runner = AsyncRunner(client)
 
     add = AsyncOp(PoolOps.add)
     remove = AsyncOp(PoolOps.remove)
     clear = AsyncOp(PoolOps.clear)
+    any_unhealthy = AsyncOp(PoolOps.any_unhealthy)
     list = AsyncOp(PoolOps.list)
     get = AsyncOp(PoolOps.get)
     acquire = AsyncOp(PoolOps.acquire)

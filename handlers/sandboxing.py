@@ -8,8 +8,8 @@ import logging
 from typing import Any
 
 from containers import Sandbox, SandboxSpec, attach, get_runtime
+from farm.handler.context import JobContext
 from farm.identity import FARM_LABEL, current_farm_id
-from handlers.context import JobContext
 
 log = logging.getLogger(__name__)
 SCORING_BUFFER_S = 120.0

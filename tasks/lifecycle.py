@@ -19,14 +19,14 @@ from farm.agent.policy import PolicyClient
 from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, RunOutput
+from farm.handler.registry import get_handler
 from farm.jobs.dispatch import FOLLOWING_STAGE, stage_task_id
 from farm.jobs.store import JobRecord, JobStore, terminal_result
 from farm.keys import JobField
 from farm.models.results import JobResult, JobState, StageError, Trajectory
 from farm.settings import get_settings
-from handlers.base import AgentHandler, RunOutput
-from handlers.context import JobContext
-from handlers.registry import get_handler
 from tasks.backpressure import wait_for_ready_slot
 from tasks.monitor import job_monitor
 from tasks.resume import resend, resume_stages
@@ -184,16 +184,18 @@ class Handoff:
 
 
 StageWork = Callable[["Attempt", AgentHandler, JobContext, StageInputs], "Handoff | JobResult"]
+StageFailure = Callable[[AgentHandler, JobContext, BaseException, StageInputs], JobResult]
+"""The handler's exception callback of a stage, given what that callback takes from the stage's inputs."""
 
 
 @dataclass(frozen=True)
 class StageRule:
-    """One row of the stage table: the work, the handler's exception callback and its extra
-    argument, and whether the stage holds what init made (a failure tears it down)."""
+    """One row of the stage table: two hooks of the same shape for every stage (its work, and its
+    failure: the handler's exception callback) and whether the stage holds what init made (a failure
+    tears it down)."""
 
     work: StageWork
-    on_error: Callable[[AgentHandler], Callable[..., JobResult]]
-    error_args: Callable[[StageInputs], tuple[Any, ...]]
+    failed: StageFailure
     holds_sandbox: bool
 
 
@@ -226,10 +228,26 @@ def _eval_work(attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs:
     return result.model_copy(update={"timings": ctx.timings()})
 
 
+def _init_failed(
+    handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs
+) -> JobResult:
+    return handler.init_exception(ctx, exc)
+
+
+def _run_failed(handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs) -> JobResult:
+    return handler.run_exception(ctx, exc, inputs.state)
+
+
+def _eval_failed(
+    handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs
+) -> JobResult:
+    return handler.eval_exception(ctx, exc, inputs.run or RunOutput())
+
+
 STAGE_TABLE: dict[str, StageRule] = {
-    "init": StageRule(_init_work, lambda h: h.init_exception, lambda i: (), holds_sandbox=True),
-    "run": StageRule(_run_work, lambda h: h.run_exception, lambda i: (i.state,), holds_sandbox=True),
-    "eval": StageRule(_eval_work, lambda h: h.eval_exception, lambda i: (i.run,), holds_sandbox=False),
+    "init": StageRule(_init_work, _init_failed, holds_sandbox=True),
+    "run": StageRule(_run_work, _run_failed, holds_sandbox=True),
+    "eval": StageRule(_eval_work, _eval_failed, holds_sandbox=False),
 }
 """init -> run -> eval. Every stage ends in one of four ways, the same for all: handed off (the next
 stage enqueued with the outputs, atomically), finished (a terminal result), interrupted (cancelled,
@@ -257,7 +275,7 @@ def _run_stage(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None
         log.exception("%s of %s failed", attempt.stage, ctx.job_id)
         if rule.holds_sandbox:
             _teardown_fenced(attempt, handler, ctx, inputs.state)
-        attempt.finish(_callback(rule.on_error(handler), ctx, attempt.stage, exc, *rule.error_args(inputs)))
+        attempt.finish(_callback(rule.failed, handler, ctx, exc, inputs))
         return
     if isinstance(outcome, JobResult):
         attempt.finish(outcome)
@@ -288,16 +306,18 @@ def _interrupted(
     attempt.finish(terminal_result(ctx, kind, error, **inputs.captured()))
 
 
-def _callback(hook: Any, ctx: JobContext, stage: str, exc: BaseException, *args: Any) -> JobResult:
+def _callback(
+    failed: StageFailure, handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs
+) -> JobResult:
     """The handler's exception callback; if that fails too, a plain failed result."""
     try:
-        result = hook(ctx, exc, *args)
+        result = failed(handler, ctx, exc, inputs)
         if isinstance(result, JobResult) and result.state.terminal:
             return result
-        raise TypeError(f"{hook.__name__} must return a terminal JobResult")
+        raise TypeError(f"{ctx.stage}_exception must return a terminal JobResult")
     except Exception:
         log.exception("exception callback of %s failed", ctx.job_id)
-        return terminal_result(ctx, JobState.failed, StageError.of(stage, exc))
+        return terminal_result(ctx, JobState.failed, StageError.of(ctx.stage, exc))
 
 
 def _release_init_state(record: JobRecord) -> None:

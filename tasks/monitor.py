@@ -13,7 +13,6 @@ import time
 
 import redis
 
-from farm import keys
 from farm.jobs.store import LEASE_TTL_S, JobStore
 from farm.outage import report
 
@@ -96,11 +95,7 @@ class JobMonitor:
                     lost = self.store.renew(leases)
                     last_renew = time.monotonic()
                 revoked = self.store.revoked_among(list(leases))
-                if (
-                    self._hostname
-                    and not self._draining
-                    and self.store.r.exists(keys.draining(self._hostname))
-                ):
+                if self._hostname and not self._draining and self.store.is_draining(self._hostname):
                     self._draining = True
                 with self._lock:
                     if renewed_from is not None:
@@ -134,4 +129,4 @@ def mark_draining(hostname: str) -> None:
     """Called in the worker's main process when shutdown starts; pool children see it via Redis."""
     job_monitor().drain()
     with contextlib.suppress(redis.RedisError):
-        job_monitor().store.r.set(keys.draining(hostname), "1", ex=120)
+        job_monitor().store.mark_draining(hostname)

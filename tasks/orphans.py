@@ -26,7 +26,6 @@ from farm.identity import FARM_LABEL, current_farm_id
 from farm.jobs.store import JobStore
 from farm.keys import JobField
 from farm.settings import get_settings
-from farm.text import as_text_or_none as _text
 
 log = logging.getLogger(__name__)
 SWEEP_EVERY_S = 10.0
@@ -78,7 +77,7 @@ def is_orphan(handle: SandboxHandle, fields: dict[str, str | None], now: float) 
 
 def sweep_due(store: JobStore) -> bool:
     """One worker process per host sweeps, at most every SWEEP_EVERY_S."""
-    return bool(store.r.set(keys.orphan_sweep(socket.gethostname()), "1", nx=True, ex=int(SWEEP_EVERY_S)))
+    return store.take_lock(keys.orphan_sweep(socket.gethostname()), "1", int(SWEEP_EVERY_S * 1000))
 
 
 def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: float | None = None) -> int:
@@ -96,14 +95,11 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
     ]
     if not candidates:
         return removed
-    pipe = store.r.pipeline(transaction=False)
-    for handle in candidates:
-        pipe.hmget(store.layout.job(handle.labels["job_id"]), *_ORPHAN_FIELDS)
-    rows = pipe.execute()
+    rows = store.fields_of([h.labels["job_id"] for h in candidates], _ORPHAN_FIELDS)
     runtime = LocalRuntime(root) if root is not None else get_runtime("local")
     stopped = removed
     for handle, row in zip(candidates, rows, strict=True):
-        fields = dict(zip(_ORPHAN_FIELDS, (_text(v) for v in row), strict=True))
+        fields = dict(zip(_ORPHAN_FIELDS, row, strict=True))
         if not is_orphan(handle, fields, time.time()):
             continue
         log.warning("stopping orphaned sandbox %s of job %s", handle.id, handle.labels["job_id"])

@@ -49,6 +49,7 @@ SWEEP_ATTEMPT_EVERY_S = 5.0
 """Each worker tries for its host's orphan-sandbox sweep lock this often (the sweep runs every
 SWEEP_EVERY_S per host)."""
 _stop = threading.Event()
+_STALL_FIELDS = (JobField.STATE, JobField.ENQUEUED_AT, JobField.LEASE_TOKEN)
 
 
 _next_bucket = 0
@@ -57,7 +58,7 @@ _next_bucket = 0
 def reap_once() -> int:
     global _next_bucket
     store = job_store()
-    tags = store.layout.tags()
+    tags = store.buckets()
     share = tags[_next_bucket : _next_bucket + REAP_BUCKETS_PER_ROUND]
     _next_bucket = (_next_bucket + REAP_BUCKETS_PER_ROUND) % len(tags)
     reaped = store.reap(tags=share)
@@ -97,15 +98,12 @@ def resend_if_stuck(store: JobStore, job_id: str, stage: str | None = None) -> b
     return True
 
 
-def _jobs_with_messages(r: redis.Redis) -> set[str]:
+def _jobs_with_messages(store: JobStore) -> set[str]:
     """Job ids with a stage message waiting in a queue some live worker consumes."""
     queues = ["init", "run", "eval", *sorted(live_run_queues())]
-    pipe = r.pipeline(transaction=False)
-    for queue in queues:
-        for key in stage_messages().queue_keys(queue):
-            pipe.lrange(key, 0, -1)
+    lists = [key for queue in queues for key in stage_messages().queue_keys(queue)]
     found = set()
-    for raw in (m for batch in pipe.execute() for m in batch):
+    for raw in store.queued_messages(lists):
         with contextlib.suppress(ValueError, TypeError):
             if stage := _queued_stage(json.loads(raw)):
                 found.add(stage[0])
@@ -119,24 +117,21 @@ def sweep_stalled(grace_s: float | None = None) -> int:
     (recording a job and ending a stage enqueue the next message atomically). Send it again.
     At most one worker sweeps per half grace period (the scan reads every queue)."""
     store = job_store()
-    r = store.r
     grace = get_settings().stall_grace_s if grace_s is None else grace_s
-    if not r.set(keys.STALL_SWEEP, "1", nx=True, px=max(1000, int(grace * 500))):
+    if not store.take_lock(keys.STALL_SWEEP, "1", max(1000, int(grace * 500))):
         return 0
     store.prune_index()
     now = time.time()
     active = store.active_ids()
-    pipe = r.pipeline(transaction=False)
-    for job_id in active:
-        pipe.hmget(store.layout.job(job_id), JobField.STATE, JobField.ENQUEUED_AT, JobField.LEASE_TOKEN)
+    rows = store.fields_of(active, _STALL_FIELDS)
     suspects = [
         job_id
-        for job_id, (state, enqueued, lease) in zip(active, pipe.execute(), strict=True)
+        for job_id, (state, enqueued, lease) in zip(active, rows, strict=True)
         if state and enqueued and not lease and now - float(enqueued) > grace
     ]
     if not suspects:
         return 0
-    present = _jobs_with_messages(store.broker or r)
+    present = _jobs_with_messages(store)
     return sum(resend_if_stuck(store, j) for j in suspects if j not in present)
 
 
@@ -151,14 +146,14 @@ class _Lead:
         """The stall sweep's own lock spaces sweeps by half a grace period; trying it every round
         would cost a command a second for nothing."""
 
-    def holds(self, r: redis.Redis) -> bool:
+    def holds(self, store: JobStore) -> bool:
         now = time.monotonic()
         if now < self.until:
             return True
         if now < self.next_try:
             return False
         self.next_try = now + LEAD_S / 2
-        if r.set(keys.REAPER, self.hostname, nx=True, px=int(LEAD_S * 1000)):
+        if store.take_lock(keys.REAPER, self.hostname, int(LEAD_S * 1000)):
             self.until = now + LEAD_S - REAP_EVERY_S / 2
             return True
         return False
@@ -167,7 +162,7 @@ class _Lead:
 def _round(lead: _Lead, next_orphan_try: float) -> float:
     """One reaper round; returns when this worker next tries for its host's orphan sweep."""
     store = job_store()
-    if lead.holds(store.r):
+    if lead.holds(store):
         reap_once()
         if time.monotonic() >= lead.next_stall_sweep:
             lead.next_stall_sweep = time.monotonic() + max(REAP_EVERY_S, get_settings().stall_grace_s / 4)
@@ -195,7 +190,7 @@ def _loop(hostname: str) -> None:
 def _start_reaper(sender: Any = None, **kwargs: Any) -> None:
     hostname = str(getattr(sender, "hostname", "") or get_settings().node)
     if sender is not None:  # a worker restarted under the same name is not draining
-        job_store().r.delete(keys.draining(hostname))
+        job_store().clear_draining(hostname)
     threading.Thread(target=_loop, args=(hostname,), name="farm-reaper", daemon=True).start()
 
 

@@ -42,9 +42,7 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyn
         await state.waiter.start()
         prober = asyncio.create_task(probe_forever(state.pool))
         callbacks = asyncio.create_task(
-            CallbackSender(state.redis, state.store).run_forever(
-                state.waiter.any_done, state.waiter.callbacks_due
-            )
+            CallbackSender(state.store).run_forever(state.waiter.any_done, state.waiter.callbacks_due)
         )
         try:
             runtime = GatewayRuntime.create(redis=state.redis, backends=state.pool, settings=settings)

@@ -8,7 +8,6 @@ import logging
 
 import httpx
 
-from farm import keys
 from farm.models.backends import BackendInfo
 from farm.outage import redis_outage, report
 from farm.pool import AsyncBackendPool
@@ -29,7 +28,7 @@ async def probe_forever(pool: AsyncBackendPool) -> None:
             await asyncio.sleep(PROBE_EVERY_S)
             try:
                 # One SCARD while every backend is healthy (the common case), not a listing.
-                unhealthy = await pool.r.scard(keys.BACKENDS_UNHEALTHY)
+                unhealthy = await pool.any_unhealthy()
                 redis_outage.back()  # this round is the API's regular Redis call when it is idle
                 if not unhealthy:
                     continue

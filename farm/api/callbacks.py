@@ -20,13 +20,10 @@ import logging
 import time
 
 import httpx
-import redis.asyncio as aioredis
 
-from farm import keys
 from farm.jobs.store import AsyncJobStore
 from farm.keys import JobField
 from farm.outage import report
-from farm.text import as_text
 
 log = logging.getLogger(__name__)
 IDLE_POLL_S = 5.0
@@ -35,41 +32,11 @@ CLAIM_S = 30.0
 MAX_ATTEMPTS = 8
 BACKOFF_S = (1, 2, 4, 8, 16, 30, 60)
 
-# KEYS: callbacks   ARGV: now, claim_until, limit
-# Returns {due job ids (now claimed), score of the next delivery due or ''}.
-_CLAIM = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-for _, id in ipairs(due) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {due, first[2] or ''}
-"""
-
-# The job hash may be gone by the time a delivery ends (its TTL ran out, an operator deleted it): every
-# write checks that it exists, so no partial, TTL-less hash is ever made of callback fields alone.
-# KEYS: job, callbacks   ARGV: job_id, attempts field   Returns the attempt number, 0 for a vanished job.
-_COUNT_ATTEMPT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[1]) return 0 end
-return redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
-"""
-# KEYS: job, callbacks   ARGV: job_id, retry at ('' = done with it), field, value, field, value...
-_RECORD_OUTCOME = """
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
-if ARGV[2] == '' or redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-else
-  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-end
-return 1
-"""
-
 
 class CallbackSender:
-    def __init__(self, client: aioredis.Redis, store: AsyncJobStore) -> None:
-        self.r = client
+    def __init__(self, store: AsyncJobStore) -> None:
         self.store = store
-        self._claim = client.register_script(_CLAIM)
-        self._count_attempt = client.register_script(_COUNT_ATTEMPT)
-        self._record_outcome = client.register_script(_RECORD_OUTCOME)
+        self.deliveries = store.callbacks
         self._next_due: dict[str, float] = {}
         """bucket -> when its next delivery is due as last claimed (inf: none; absent: not read yet)."""
         self._turn = 0
@@ -99,10 +66,10 @@ class CallbackSender:
 
     def _round(self, ended: set[str]) -> list[str]:
         """The buckets this round claims from (see the module docstring); empties `ended`."""
-        tags = self.store.layout.tags()
+        tags = self.deliveries.buckets()
         turn = tags[self._turn : self._turn + IDLE_BUCKETS]
         self._turn = (self._turn + IDLE_BUCKETS) % len(tags)
-        chosen = {self.store.layout.tag(job_id) for job_id in ended} | set(turn)
+        chosen = {self.deliveries.bucket_of(job_id) for job_id in ended} | set(turn)
         ended.clear()
         now = time.time()
         return [t for t in tags if t in chosen or self._next_due.get(t, 0.0) <= now]
@@ -114,10 +81,9 @@ class CallbackSender:
         next one is due (None: nothing is, as far as this sender knows)."""
         now = time.time()
         ids: list[str] = []
-        for tag in self.store.layout.tags() if tags is None else tags:
-            due, first = await self._claim(keys=[keys.callbacks(tag)], args=[now, now + CLAIM_S, limit])
-            ids += [as_text(d) for d in due]
-            self._next_due[tag] = float(first) if first not in (b"", "", None) else float("inf")
+        for tag in self.deliveries.buckets() if tags is None else tags:
+            due, self._next_due[tag] = await self.deliveries.claim_due(tag, now, now + CLAIM_S, limit)
+            ids += due
         await asyncio.gather(*(self._deliver(http, job_id) for job_id in ids))
         next_due = min(self._next_due.values(), default=float("inf"))
         return len(ids), next_due if next_due != float("inf") else None
@@ -125,13 +91,10 @@ class CallbackSender:
     async def _deliver(self, http: httpx.AsyncClient, job_id: str) -> None:
         record = await self.store.get(job_id)
         url = record.fields.get(JobField.CALLBACK_URL) if record else None
-        k = self.store.keys(job_id)
         if record is None or not url or record.result is None:
-            await self.r.zrem(k.callbacks, job_id)
+            await self.deliveries.unschedule(job_id)
             return
-        attempt = int(
-            await self._count_attempt(keys=[k.job, k.callbacks], args=[job_id, JobField.CALLBACK_ATTEMPTS])
-        )
+        attempt = await self.deliveries.count_attempt(job_id)
         if not attempt:
             return
         try:
@@ -143,23 +106,15 @@ class CallbackSender:
         except httpx.HTTPError as exc:
             ok, reason = False, f"{type(exc).__name__}: {exc}"
         if ok:
-            await self._outcome(job_id, None, (JobField.CALLBACK_STATE, "delivered"))
+            await self.deliveries.record_outcome(job_id, None, (JobField.CALLBACK_STATE, "delivered"))
             return
         if attempt >= MAX_ATTEMPTS:
             log.warning("giving up on the callback of %s after %d attempts (%s)", job_id, attempt, reason)
-            await self._outcome(
+            await self.deliveries.record_outcome(
                 job_id, None, (JobField.CALLBACK_STATE, "failed"), (JobField.CALLBACK_ERROR, reason)
             )
             return
         retry_at = time.time() + BACKOFF_S[min(attempt - 1, len(BACKOFF_S) - 1)]
-        await self._outcome(
+        await self.deliveries.record_outcome(
             job_id, retry_at, (JobField.CALLBACK_STATE, "retrying"), (JobField.CALLBACK_ERROR, reason)
-        )
-
-    async def _outcome(self, job_id: str, retry_at: float | None, *fields: tuple[str, str]) -> None:
-        """Records a delivery's outcome on the job (if it still exists) and reschedules or unschedules it."""
-        k = self.store.keys(job_id)
-        flat = [item for pair in fields for item in pair]
-        await self._record_outcome(
-            keys=[k.job, k.callbacks], args=[job_id, "" if retry_at is None else retry_at, *flat]
         )

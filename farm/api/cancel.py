@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
-from farm import keys
 from farm.api.state import FarmState
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import terminal_result
@@ -16,17 +14,14 @@ from farm.models.results import JobState, StageError
 
 async def resolve_targets(farm: FarmState, body: CancelRequest) -> list[str]:
     targets: list[str] = []
-    if body.job_id is not None and await farm.redis.exists(farm.store.layout.job(body.job_id)):
+    if body.job_id is not None and await farm.store.exists(body.job_id):
         targets.append(body.job_id)
     if body.task_id is not None:
-        raw = await farm.redis.hget(keys.task(body.task_id), "session_ids")
-        targets.extend(json.loads(raw) if raw else [])
+        found = await farm.tasks.sessions(body.task_id)
+        targets.extend(found[0] if found else [])
     if body.group_id is not None or body.older_than_policy_version is not None:
         active = await farm.store.active_ids()
-        pipe = farm.redis.pipeline(transaction=False)
-        for job_id in active:
-            pipe.hget(farm.store.layout.job(job_id), JobField.SPEC)
-        for job_id, raw in zip(active, await pipe.execute(), strict=True):
+        for job_id, (raw,) in zip(active, await farm.store.fields_of(active, (JobField.SPEC,)), strict=True):
             if raw and _matches(JobSpec.model_validate_json(raw), body):
                 targets.append(job_id)
     return list(dict.fromkeys(targets))

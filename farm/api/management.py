@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import JSONResponse
 
 from farm.api.cancel import cancel_jobs, resolve_targets
-from farm.api.queues import queue_depths, ready_by_node
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import new_job_id, validate_instance
 from farm.api.url_policy import check_url
@@ -24,9 +23,9 @@ from farm.models.requests import (
     RemoveLLMServerRequest,
 )
 from farm.models.results import JobResult
+from farm.status import farm_status
 from farm.web.responses import errors
 from farm.web.security import require_token
-from farm.workers import live_workers_async
 
 log = logging.getLogger(__name__)
 router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401, 413))
@@ -145,21 +144,7 @@ async def stop(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
 
 @router.get("/status")
 async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
-    workers = await live_workers_async(farm.redis)
-    node_queues = sorted({q for w in workers for q in w.get("queues", []) if q.startswith("run.")})
-    depths = await queue_depths(farm.store.broker or farm.redis, ["init", "run", "eval", *node_queues])
-    return {
-        "accepting": await farm.accepting(),
-        "queues": depths,
-        "ready": await ready_by_node(farm.redis, {w["node"] for w in workers}),
-        "jobs": await farm.store.counts_by_state(),
-        "active_jobs": await farm.store.active_count(),
-        "workers": [
-            {k: w.get(k) for k in ("hostname", "node", "queues", "pid", "concurrency", "seen_at")}
-            for w in sorted(workers, key=lambda w: w.get("hostname", ""))
-        ],
-        "backends": [b.model_dump() for b in await farm.pool.list()],
-    }
+    return await farm_status(farm)
 
 
 HEALTH_TIMEOUT_S = 0.8

@@ -12,7 +12,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from farm.api.queues import queue_depths, ready_by_node
 from farm.api.state import FarmState, farm_state
 from farm.models.backends import BackendInfo
 from farm.models.results import STAGES, TERMINAL_STATES
@@ -93,9 +92,9 @@ def _node_families(workers: list[dict[str, Any]], ready: dict[str, int]) -> list
 @router.get("/metrics", response_class=Response)
 async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
     stats = await farm.store.stats()
-    depths = await queue_depths(farm.redis, ["init", "run", "eval"])
+    depths = await farm.store.queue_depths(["init", "run", "eval"])
     workers = await live_workers_async(farm.redis)
-    ready = await ready_by_node(farm.redis, {w["node"] for w in workers})
+    ready = await farm.store.ready_by_node({w["node"] for w in workers})
     families = [
         *_job_families(stats, await farm.store.counts_by_state()),
         _family(GaugeMetricFamily, "farm_queue_depth", "Messages waiting per stage queue", "queue",

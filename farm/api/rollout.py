@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 from fastapi.exceptions import RequestValidationError
 
-from farm import keys
 from farm.api.management import ensure_accepting
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import validate_instance
@@ -76,16 +74,6 @@ def validate_harness_task(body: TaskRequest, instance: dict[str, Any]) -> None:
         raise RequestValidationError(errors) from None
 
 
-# The task record appears whole or not at all; `submitted` is set only once every session exists.
-# The index of tasks drops the entries whose records have expired (older than the TTL) as it grows.
-_CLAIM_TASK = """
-if redis.call('HSETNX', KEYS[1], 'request', ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'session_ids', ARGV[2], 'created_at', ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[5])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[3]) - tonumber(ARGV[4])))
-return 1
-"""
 SUBMIT_CONCURRENCY = 64
 """Sessions created at once: one Redis round trip each, overlapped."""
 
@@ -116,27 +104,18 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
     if body.callback_url is not None:
         await check_url(farm.callback_urls, body.callback_url, ("body", "callback_url"))
     await ensure_accepting(farm)
-    key = keys.task(body.task_id)
     ids = [session_id(body.task_id, i) for i in range(body.num_samples)]
-    now = time.time()
-    claim = farm.redis.register_script(_CLAIM_TASK)
-    args: list[str | int] = [
-        body.model_dump_json(),
-        json.dumps(ids),
-        str(now),
-        farm.settings.result_ttl_s,
-        body.task_id,
-    ]
-    if not await claim(keys=[key, keys.TASKS], args=args):
-        request, submitted = await farm.redis.hmget(key, "request", "submitted")
-        if request is None:  # expired between the two calls: too late to complete; ask again
+    ttl_s = farm.settings.result_ttl_s
+    if not await farm.tasks.claim(body.task_id, body.model_dump_json(), ids, time.time(), ttl_s):
+        stored = await farm.tasks.stored(body.task_id)
+        if stored.request is None:  # expired between the two calls: too late to complete; ask again
             raise HTTPException(status_code=409, detail=f"task {body.task_id} expired; submit it again")
-        body = TaskRequest.model_validate_json(request)  # the request first stored is what runs
+        body = TaskRequest.model_validate_json(stored.request)  # the request first stored is what runs
         ids = [session_id(body.task_id, i) for i in range(body.num_samples)]
-        if submitted is not None:
+        if stored.submitted:
             return SubmitResponse(task_id=body.task_id, session_ids=ids)
     await _create_sessions(farm, body, ids)
-    await farm.redis.hset(key, "submitted", "1")
+    await farm.tasks.mark_submitted(body.task_id)
     return SubmitResponse(task_id=body.task_id, session_ids=ids)
 
 
@@ -172,10 +151,10 @@ async def _create_sessions(farm: FarmState, body: TaskRequest, ids: list[str]) -
 
 @router.get("/task/{task_id}", response_model=TaskStatus, responses=errors(404))
 async def get_task(task_id: str, farm: FarmState = Depends(farm_state)) -> TaskStatus:
-    raw, submitted = await farm.redis.hmget(keys.task(task_id), "session_ids", "submitted")
-    if raw is None:
+    found = await farm.tasks.sessions(task_id)
+    if found is None:
         raise HTTPException(status_code=404, detail=f"unknown task {task_id}")
-    ids: list[str] = json.loads(raw)
+    ids, submitted = found
     sessions = []
     for job_id, record in zip(ids, await farm.store.get_many(ids), strict=True):
         if record is None:
@@ -184,7 +163,7 @@ async def get_task(task_id: str, farm: FarmState = Depends(farm_state)) -> TaskS
         sessions.append(
             SessionStatus(session_id=job_id, state=record.state, result=record.result if terminal else None)
         )
-    if submitted is None and len(sessions) < len(ids):
+    if not submitted and len(sessions) < len(ids):
         # Some sessions do not exist yet: being created now, or the submission died part-way (submit
         # the task again to complete it). Never `completed` with sessions missing.
         return TaskStatus(task_id=task_id, state="submitting", sessions=sessions)
@@ -200,7 +179,7 @@ async def rollout_status(farm: FarmState = Depends(farm_state)) -> dict[str, Any
         nodes.setdefault(w.get("node", "?"), []).append(w.get("hostname", "?"))
     counts = await farm.store.counts_by_state()
     return {
-        "tasks": await farm.redis.zcard(keys.TASKS),
+        "tasks": await farm.tasks.count(),
         "sessions": counts,
         "running_sessions": sum(n for s, n in counts.items() if not JobState(s).terminal),
         "nodes": {node: sorted(names) for node, names in sorted(nodes.items())},

@@ -10,11 +10,11 @@ import anyio
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from farm.handler.registry import UnknownHandler, get_handler
 from farm.jobs.dispatch import broker_priority, stage_task_ids
 from farm.jobs.messages import StageMessages
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import AsyncJobStore
-from handlers.registry import UnknownHandler, get_handler
 
 
 def new_job_id() -> str:

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import redis
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
@@ -26,7 +26,7 @@ from farm.builders import CompletionRecord, CompletionTimings, build_traces, bui
 from farm.builders.records import CallFailure
 from farm.gateway.backends import BackendSource
 from farm.gateway.errors import ErrorKind, GatewayError
-from farm.gateway.fast_path import ModelCallFastPath
+from farm.gateway.fast_path import FastRoutes, ModelCallFastPath
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
 from farm.gateway.providers import (
     ANTHROPIC,
@@ -468,31 +468,46 @@ async def _fast_model_call(request: Request, session_id: str, route: str) -> Res
         return provider_error(route, GatewayError(ErrorKind.unavailable, message))
 
 
+EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
+_SERVED_FAST: set[Callable[..., Any]] = set()
+
+
+def served_fast(endpoint: EndpointT) -> EndpointT:
+    """Marks a model-call route (one that only calls `model_call` with its path after the session id) for
+    the fast path, which finds it in this router's routes."""
+    _SERVED_FAST.add(endpoint)
+    return endpoint
+
+
+model_route = FastRoutes(router.routes, lambda route: route.endpoint in _SERVED_FAST)
+"""(session id, route) when a request is one of the model calls the fast path serves."""
+
+
 def install_fast_path(app: FastAPI) -> None:
     """Serve the model calls ahead of FastAPI's routing (farm/gateway/fast_path.py); call it before adding
     the app's other middleware, so that they wrap it."""
-    app.add_middleware(ModelCallFastPath, handle=_fast_model_call)
+    app.add_middleware(ModelCallFastPath, handle=_fast_model_call, routes=model_route)
 
 
-@router.post("/sessions/{session_id}/v1/chat/completions")
-async def openai_chat_completions(
-    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
-) -> Response:
-    return await model_call(request, runtime, session_id, "v1/chat/completions")
+def _provider_route(route: str, name: str) -> None:
+    """Declares the model-call route `route` (the path after the session id; its provider from
+    _ROUTE_PROVIDERS), served by the fast path; the route is written once, here."""
+
+    async def endpoint(
+        session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+    ) -> Response:
+        return await model_call(request, runtime, session_id, route)
+
+    endpoint.__name__ = endpoint.__qualname__ = name
+    router.post(f"/sessions/{{session_id}}/{route}", name=name)(served_fast(endpoint))
 
 
-@router.post("/sessions/{session_id}/v1/responses")
-async def openai_responses(
-    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
-) -> Response:
-    return await model_call(request, runtime, session_id, "v1/responses")
-
-
-@router.post("/sessions/{session_id}/v1/messages")
-async def anthropic_messages(
-    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
-) -> Response:
-    return await model_call(request, runtime, session_id, "v1/messages")
+for _route, _name in (
+    ("v1/chat/completions", "openai_chat_completions"),
+    ("v1/responses", "openai_responses"),
+    ("v1/messages", "anthropic_messages"),
+):
+    _provider_route(_route, _name)
 
 
 async def _count_tokens(
@@ -525,6 +540,7 @@ def _google_encoder(alt_sse: bool) -> EncoderFactory:
 # `api_version="v1beta"`; gemini-cli pins v1beta. Both are served by one handler.
 @router.post("/sessions/{session_id}/v1/models/{model_action}")
 @router.post("/sessions/{session_id}/v1beta/models/{model_action}")
+@served_fast
 async def google_generate(
     session_id: str, model_action: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:

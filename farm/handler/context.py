@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
 from farm.jobs.spec import JobSpec
@@ -16,8 +16,19 @@ from farm.models.results import Timings
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from farm.agent.policy import PolicyClient
     from farm.chat.tokenizer import ChatTokenizer
+    from farm.inference.generation import Generation
+
+
+class TokenGenerator(Protocol):
+    """What a handler's agent loop asks of the model: token ids in, sampled ids and logprobs out, bound
+    to the job's backend. The workers give farm/agent/policy.py's client (sticky backend, failover);
+    the handler contract needs only this much of it."""
+
+    backends_used: list[str]
+    """The backends this job generated on, in order (a failover adds the next)."""
+
+    def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation: ...
 
 
 @dataclass
@@ -34,7 +45,7 @@ class JobContext:
     """Time already spent, before this stage started."""
     interruption: Callable[[], str | None]
     """'revoked', 'lost', 'draining' or None: asked at every check, answered without I/O."""
-    policy_factory: Callable[[JobContext], PolicyClient]
+    policy_factory: Callable[[JobContext], TokenGenerator]
     tokenizer_factory: Callable[[], ChatTokenizer]
     started: float = field(default_factory=time.monotonic)
 
@@ -69,7 +80,7 @@ class JobContext:
         return Timings(**values)
 
     @cached_property
-    def policy(self) -> PolicyClient:
+    def policy(self) -> TokenGenerator:
         """Token-in/token-out client bound to this job's sticky backend."""
         return self.policy_factory(self)
 

@@ -34,6 +34,8 @@ LEASE_TTL_S = 6.0
 """A running stage renews its lease every LEASE_TTL_S / 3; a lease this old means the worker is gone."""
 ScriptArg = str | int | float
 """What a Lua script accepts in ARGV."""
+# kombu's Redis transport stores priorities 3, 6 and 9 in lists named queue + "\x06\x16" + priority.
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
 
 @dataclass
@@ -315,6 +317,9 @@ class JobOps:
 
     # --- reading -----------------------------------------------------------------------------------
 
+    def exists(self, job_id: str) -> Op[bool]:
+        return bool((yield Command(lambda r: r.exists(self.layout.job(job_id)))))
+
     def get(self, job_id: str) -> Op[JobRecord | None]:
         return JobRecord.parse((yield _hgetall(self.layout.job(job_id))))
 
@@ -380,6 +385,73 @@ class JobOps:
         for name in hashes:
             raw.append((yield _hgetall(name)))
         return sum_stats(raw) | derived
+
+    def queue_depths(self, queues: list[str]) -> Op[dict[str, int]]:
+        """Messages waiting in each stage queue, read from the broker (kombu keeps one list per queue and
+        priority)."""
+
+        def queue(pipe: Pipeline) -> None:
+            for name in queues:
+                for suffix in _PRIORITY_SUFFIXES:
+                    pipe.llen(name + suffix)
+
+        counts = yield Batch(queue, on=On.BROKER)
+        step = len(_PRIORITY_SUFFIXES)
+        return {name: sum(counts[i * step : (i + 1) * step]) for i, name in enumerate(queues)}
+
+    def ready_by_node(self, nodes: set[str]) -> Op[dict[str, int]]:
+        """READY slots held on each of `nodes`: sandboxes being prepared or awaiting run."""
+        ordered = sorted(nodes)
+
+        def queue(pipe: Pipeline) -> None:
+            for node in ordered:
+                pipe.zcard(keys.ready(node))
+
+        counts = yield Batch(queue)
+        return {node: int(n) for node, n in zip(ordered, counts, strict=True)}
+
+    def fields_of(self, job_ids: list[str], fields: tuple[str, ...]) -> Op[list[list[str | None]]]:
+        """The named fields of each job's hash, in one pipeline (None where a field or the job is gone)."""
+
+        def queue(pipe: Pipeline) -> None:
+            for job_id in job_ids:
+                pipe.hmget(self.layout.job(job_id), *fields)
+
+        rows = yield Batch(queue)
+        return [[None if value is None else _s(value) for value in row] for row in rows]
+
+    def queued_messages(self, lists: list[str]) -> Op[list[bytes]]:
+        """Every message waiting in the broker's `lists` (the stall sweep's scan)."""
+
+        def queue(pipe: Pipeline) -> None:
+            for name in lists:
+                pipe.lrange(name, 0, -1)
+
+        return [message for batch in (yield Batch(queue, on=On.BROKER)) for message in batch]
+
+    # --- farm-wide switches and locks --------------------------------------------------------------
+
+    def take_lock(self, name: str, owner: str, ttl_ms: int) -> Op[bool]:
+        """Takes the lock `name` for `ttl_ms` unless someone holds it (SET NX): the reaper's lead, the
+        stall sweep, a host's orphan sweep."""
+        return bool((yield Command(lambda r: r.set(name, owner, nx=True, px=ttl_ms))))
+
+    def is_draining(self, hostname: str) -> Op[bool]:
+        return bool((yield Command(lambda r: r.exists(keys.draining(hostname)))))
+
+    def mark_draining(self, hostname: str, ttl_s: int = 120) -> Op[None]:
+        """The worker `hostname` is shutting down: its pool children give their stages back."""
+        yield Command(lambda r: r.set(keys.draining(hostname), "1", ex=ttl_s))
+
+    def clear_draining(self, hostname: str) -> Op[None]:
+        yield Command(lambda r: r.delete(keys.draining(hostname)))
+
+    def accepting(self) -> Op[bool]:
+        """Whether the farm takes new work (POST /stop and /start)."""
+        return bool((yield Command(lambda r: r.get(keys.ACCEPTING))) != b"0")
+
+    def set_accepting(self, value: bool) -> Op[None]:
+        yield Command(lambda r: r.set(keys.ACCEPTING, "1" if value else "0"))
 
     def prune_index(self) -> Op[None]:
         """Drops the viewer's index entries past the result TTL."""

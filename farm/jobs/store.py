@@ -12,6 +12,8 @@ import redis
 import redis.asyncio as aioredis
 
 from farm import keys
+from farm.jobs.callbacks import AsyncCallbackStore
+from farm.jobs.index import AsyncJobIndex
 from farm.jobs.ops import LEASE_TTL_S, READY_SETTLE_S, REVOKED_KEEP_S, JobOps, Reaped
 from farm.jobs.record import JobPeek, JobRecord, ResultSource, terminal_result
 from farm.keys import JobKeys, Layout
@@ -48,7 +50,8 @@ class JobStore:
         layout: Layout | None = None,
         broker: redis.Redis | None = None,
     ) -> None:
-        self.r = client
+        self._r = client
+        """The raw client: private; every command goes through an operation."""
         self.ttl_s = ttl_s
         self.layout = layout or _layout_for(client)
         self.broker = broker
@@ -80,6 +83,16 @@ class JobStore:
     count_infra_retry = SyncOp(JobOps.count_infra_retry)
     set_fields = SyncOp(JobOps.set_fields)
     prune_index = SyncOp(JobOps.prune_index)
+    fields_of = SyncOp(JobOps.fields_of)
+    queued_messages = SyncOp(JobOps.queued_messages)
+    take_lock = SyncOp(JobOps.take_lock)
+    is_draining = SyncOp(JobOps.is_draining)
+    mark_draining = SyncOp(JobOps.mark_draining)
+    clear_draining = SyncOp(JobOps.clear_draining)
+
+    def buckets(self) -> list[str]:
+        """The hash-tag buckets jobs are spread over (one on a plain Redis)."""
+        return self.layout.tags()
 
 
 class AsyncJobStore:
@@ -90,12 +103,17 @@ class AsyncJobStore:
         layout: Layout | None = None,
         broker: aioredis.Redis | None = None,
     ) -> None:
-        self.r = client
+        self._r = client
+        """The raw client: private; every command goes through an operation."""
         self.ttl_s = ttl_s
         self.layout = layout or _layout_for(client)
         self.broker = broker
         self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None, cluster=_is_cluster(client))
         self.runner = AsyncRunner(client, broker)
+        self.callbacks = AsyncCallbackStore(client, self.layout)
+        """The callback deliveries of these jobs (farm/jobs/callbacks.py)."""
+        self.index = AsyncJobIndex(client, self.layout)
+        """The viewer's reads: jobs by creation time and their rows (farm/jobs/index.py)."""
 
     def keys(self, job_id: str) -> JobKeys:
         return self.layout.job_keys(job_id)
@@ -110,3 +128,9 @@ class AsyncJobStore:
     active_count = AsyncOp(JobOps.active_count)
     counts_by_state = AsyncOp(JobOps.counts_by_state)
     stats = AsyncOp(JobOps.stats)
+    queue_depths = AsyncOp(JobOps.queue_depths)
+    ready_by_node = AsyncOp(JobOps.ready_by_node)
+    exists = AsyncOp(JobOps.exists)
+    fields_of = AsyncOp(JobOps.fields_of)
+    accepting = AsyncOp(JobOps.accepting)
+    set_accepting = AsyncOp(JobOps.set_accepting)

@@ -5,14 +5,12 @@ within the group; DAPO's dynamic sampling drops such groups), so it teaches the 
 
 from __future__ import annotations
 
-import json
 import statistics
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from farm import keys
 from farm.ui.index import JobFilter, JobRow, job_page, rows_for
+from farm.web.state import SharedState
 
 
 class GroupView(BaseModel):
@@ -44,9 +42,9 @@ def summarize(group_id: str, rows: list[JobRow], is_task: bool, complete: bool) 
     )
 
 
-async def group_view(client: aioredis.Redis, group_id: str) -> GroupView:
-    raw = await client.hget(keys.task(group_id), "session_ids")
-    if raw:
-        return summarize(group_id, await rows_for(client, json.loads(raw)), is_task=True, complete=True)
-    page = await job_page(client, JobFilter(group=group_id), page_size=500)
+async def group_view(farm: SharedState, group_id: str) -> GroupView:
+    task = await farm.tasks.sessions(group_id)
+    if task:
+        return summarize(group_id, await rows_for(farm.store.index, task[0]), is_task=True, complete=True)
+    page = await job_page(farm.store.index, JobFilter(group=group_id), page_size=500)
     return summarize(group_id, page.rows, is_task=False, complete=page.next_cursor is None)

@@ -1,4 +1,5 @@
-"""Pages of jobs read from Redis: the `farm:jobs:index` zset (newest first) and one Lua call per chunk.
+"""Pages of jobs read through the job store's index (farm/jobs/index.py: the `farm:jobs:index` zset, newest
+first, and one Lua call per chunk).
 
 A page never costs O(jobs in the farm): rows are read in chunks from a score cursor and the search stops
 after SCAN_BUDGET rows even if the filter matched fewer than a page (the page then says how far it got and
@@ -8,43 +9,15 @@ pulls only the reward and the error class out of the stored result instead of sh
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from farm import keys
+from farm.jobs.index import AsyncJobIndex
 from farm.text import as_text_or_none as _s
 
 CHUNK = 200
 SCAN_BUDGET = 2000
-
-# KEYS: job hashes. Per job: state, spec, created_at, finished_at, t_queued, t_init, t_run, t_eval, node,
-# reward, error stage, error type (false where absent; state false when the job expired).
-# JobResult serializes `reward` right after job_id/state/handler, so it sits in the first bytes; the
-# error object is the first `"error":{"stage":` key (inside JSON strings every quote is escaped).
-ROWS = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  local f = redis.call('HMGET', key, 'state', 'spec', 'created_at', 'finished_at',
-                       't_queued', 't_init', 't_run', 't_eval', 'node', 'result')
-  local result = f[10]
-  f[10] = false
-  f[11] = false
-  f[12] = false
-  if result then
-    f[10] = string.match(string.sub(result, 1, 2048), '"reward":([^,}]+)') or false
-    local at = string.find(result, '"error":{"stage":"', 1, true)
-    if at then
-      local stage, kind = string.match(result, '^"error":{"stage":"([^"]*)","type":"([^"]*)"', at)
-      f[11] = stage or false
-      f[12] = kind or false
-    end
-  end
-  out[i] = f
-end
-return out
-"""
 
 
 class JobRow(BaseModel):
@@ -135,50 +108,35 @@ def parse_row(job_id: str, fields: list[Any]) -> JobRow | None:
     )
 
 
-async def rows_for(client: aioredis.Redis, job_ids: list[str]) -> list[JobRow]:
-    """One script call per hash-tag bucket of the jobs (one on a plain Redis: a cluster runs a script
-    only over keys of one slot)."""
+async def rows_for(index: AsyncJobIndex, job_ids: list[str]) -> list[JobRow]:
     if not job_ids:
         return []
-    script = client.register_script(ROWS)
-    layout = keys.layout()
-    buckets: dict[str, list[str]] = {}
-    for job_id in job_ids:
-        buckets.setdefault(layout.tag(job_id), []).append(job_id)
-    fields: dict[str, Any] = {}
-    for ids in buckets.values():
-        raw = await script(keys=[layout.job(j) for j in ids])
-        fields.update(zip(ids, raw, strict=True))
+    fields = await index.rows(job_ids)
     rows = (parse_row(j, fields[j]) for j in job_ids)
     return [r for r in rows if r is not None]
 
 
-async def recent_rows(client: aioredis.Redis, limit: int) -> list[JobRow]:
-    ids = [_s(m) or "" for m in await client.zrevrange(keys.JOBS_INDEX, 0, limit - 1)]
-    return await rows_for(client, ids)
+async def recent_rows(index: AsyncJobIndex, limit: int) -> list[JobRow]:
+    return await rows_for(index, await index.newest(limit))
 
 
 async def job_page(
-    client: aioredis.Redis, flt: JobFilter, page_size: int = 50, cursor: float | None = None
+    index: AsyncJobIndex, flt: JobFilter, page_size: int = 50, cursor: float | None = None
 ) -> JobPage:
     rows: list[JobRow] = []
     scanned = 0
     top: str = "+inf" if cursor is None else f"({cursor!r}"
     next_cursor: float | None = None
     while len(rows) < page_size and scanned < SCAN_BUDGET:
-        chunk = cast(
-            list[tuple[bytes | str, float]],
-            await client.zrevrangebyscore(keys.JOBS_INDEX, top, "-inf", start=0, num=CHUNK, withscores=True),
-        )
+        chunk = await index.older_than(top, CHUNK)
         if not chunk:
             next_cursor = None
             break
-        ids = [_s(m) or "" for m, _ in chunk]
-        by_id = {r.job_id: r for r in await rows_for(client, ids)}
-        for member, score in chunk:
+        by_id = {r.job_id: r for r in await rows_for(index, [job_id for job_id, _ in chunk])}
+        for job_id, score in chunk:
             scanned += 1
             next_cursor = score
-            row = by_id.get(_s(member) or "")
+            row = by_id.get(job_id)
             if row is not None and flt.matches(row):
                 rows.append(row)
                 if len(rows) == page_size:
@@ -188,5 +146,5 @@ async def job_page(
                 next_cursor = None
                 break
         top = f"({next_cursor!r}"
-    total = await client.zcard(keys.JOBS_INDEX)
+    total = await index.size()
     return JobPage(rows=rows, next_cursor=next_cursor, scanned=scanned, total=total)

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from farm.api.management import status
-from farm.api.state import FarmState
 from farm.models.results import STAGES
+from farm.status import farm_status
 from farm.ui.index import recent_rows
+from farm.web.state import SharedState
 
 FAILED_STATES = ("failed", "timeout")
 RECENT_FAILURE_WINDOW = 500
 """Newest jobs looked at for the failure breakdown (bounded: one Lua call, never the whole farm)."""
 
 
-async def live_snapshot(farm: FarmState) -> dict[str, Any]:
-    snapshot = await status(farm)
+async def live_snapshot(farm: SharedState) -> dict[str, Any]:
+    snapshot = await farm_status(farm)
     stats = await farm.store.stats()
     counts = snapshot["jobs"]
     snapshot["stages"] = [
@@ -29,7 +29,7 @@ async def live_snapshot(farm: FarmState) -> dict[str, Any]:
         }
         for stage in STAGES
     ]
-    rows = await recent_rows(farm.redis, RECENT_FAILURE_WINDOW)
+    rows = await recent_rows(farm.store.index, RECENT_FAILURE_WINDOW)
     failures = [r for r in rows if r.state in FAILED_STATES]
     by_class: dict[str, int] = {}
     for row in failures:

@@ -12,13 +12,13 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from farm.api.state import FarmState, farm_state
 from farm.ui.auth import require_ui_page, require_ui_token
 from farm.ui.groups import group_view
 from farm.ui.index import JobFilter, JobPage, job_page
 from farm.ui.live import live_snapshot
 from farm.ui.runs import list_runs, run_view, runs_dir
 from farm.ui.trajectory import TraceTokens, decoder, job_view, load_result, pending_view, trace_tokens
+from farm.web.state import SharedState, shared_state
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -46,7 +46,7 @@ async def live_page(request: Request) -> HTMLResponse:
 
 
 @data.get("/live")
-async def live_data(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
+async def live_data(farm: SharedState = Depends(shared_state)) -> dict[str, Any]:
     return await live_snapshot(farm)
 
 
@@ -80,9 +80,9 @@ async def jobs_page(
     flt: JobFilter = Depends(_filter),
     cursor: float | None = None,
     size: int = Query(50, ge=1, le=500),
-    farm: FarmState = Depends(farm_state),
+    farm: SharedState = Depends(shared_state),
 ) -> HTMLResponse:
-    result = await job_page(farm.redis, flt, size, cursor)
+    result = await job_page(farm.store.index, flt, size, cursor)
     query = {k: v for k, v in request.query_params.items() if k != "cursor"}
     return page(request, "jobs.html.j2", page=result, flt=flt, query=query, cursor=cursor)
 
@@ -92,20 +92,24 @@ async def jobs_data(
     flt: JobFilter = Depends(_filter),
     cursor: float | None = None,
     size: int = Query(50, ge=1, le=500),
-    farm: FarmState = Depends(farm_state),
+    farm: SharedState = Depends(shared_state),
 ) -> JobPage:
-    return await job_page(farm.redis, flt, size, cursor)
+    return await job_page(farm.store.index, flt, size, cursor)
 
 
 @pages.get("/groups/{group_id}")
-async def group_page(request: Request, group_id: str, farm: FarmState = Depends(farm_state)) -> HTMLResponse:
-    return page(request, "group.html.j2", group=await group_view(farm.redis, group_id))
+async def group_page(
+    request: Request, group_id: str, farm: SharedState = Depends(shared_state)
+) -> HTMLResponse:
+    return page(request, "group.html.j2", group=await group_view(farm, group_id))
 
 
 @pages.get("/jobs/{job_id}")
-async def job_page_view(request: Request, job_id: str, farm: FarmState = Depends(farm_state)) -> HTMLResponse:
-    result = await load_result(farm.redis, job_id)
-    view = job_view(result) if result else await pending_view(farm.redis, job_id)
+async def job_page_view(
+    request: Request, job_id: str, farm: SharedState = Depends(shared_state)
+) -> HTMLResponse:
+    result = await load_result(farm.store, job_id)
+    view = job_view(result) if result else await pending_view(farm.store, job_id)
     if result and result.trajectory.traces:
         # load the tokenizer while the reader looks at the header, before they open the tokens
         _warming.add(asyncio.create_task(asyncio.to_thread(decoder, result.trajectory.traces[0])))
@@ -116,8 +120,8 @@ async def job_page_view(request: Request, job_id: str, farm: FarmState = Depends
 
 
 @data.get("/jobs/{job_id}/traces/{index}", response_model=TraceTokens)
-async def trace_data(job_id: str, index: int, farm: FarmState = Depends(farm_state)) -> TraceTokens:
-    result = await load_result(farm.redis, job_id)
+async def trace_data(job_id: str, index: int, farm: SharedState = Depends(shared_state)) -> TraceTokens:
+    result = await load_result(farm.store, job_id)
     if result is None:
         raise HTTPException(status_code=404, detail=f"job_id {job_id!r}: no finished result")
     traces = result.trajectory.traces

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from farm import keys
+from farm.jobs.store import AsyncJobStore
 from farm.keys import JobField
 from farm.models.results import JobResult, Trace
 from farm.text import as_text
@@ -61,10 +60,10 @@ class TraceTokens(BaseModel):
     segments: list[Segment]
 
 
-async def pending_view(client: aioredis.Redis, job_id: str) -> JobView | None:
+async def pending_view(store: AsyncJobStore, job_id: str) -> JobView | None:
     """A job without a result yet (queued or in a stage): its state and stage times so far."""
     times_of = [JobField.T_QUEUED, *(JobField.stage_time(s) for s in STAGES[1:])]
-    fields = await client.hmget(keys.job(job_id), [JobField.SPEC, JobField.STATE, *times_of])
+    (fields,) = await store.fields_of([job_id], (JobField.SPEC, JobField.STATE, *times_of))
     if fields[0] is None:
         return None
     handler = json.loads(fields[0]).get("handler", "?")
@@ -84,9 +83,9 @@ async def pending_view(client: aioredis.Redis, job_id: str) -> JobView | None:
     )
 
 
-async def load_result(client: aioredis.Redis, job_id: str) -> JobResult | None:
-    raw = await client.hget(keys.job(job_id), JobField.RESULT)
-    return JobResult.model_validate_json(raw) if raw else None
+async def load_result(store: AsyncJobStore, job_id: str) -> JobResult | None:
+    peek = await store.peek(job_id)
+    return JobResult.model_validate_json(peek.result_json) if peek and peek.result_json else None
 
 
 def _artifact_text(value: Any) -> str:

@@ -44,7 +44,7 @@ def _ended_job_with_callback(url: str, job_id: str) -> JobStore:
 async def _send_once(url: str, receiver: httpx.MockTransport) -> int:
     client = aioredis.from_url(url)
     try:
-        sender = CallbackSender(client, AsyncJobStore(client, 3600))
+        sender = CallbackSender(AsyncJobStore(client, 3600))
         async with httpx.AsyncClient(transport=receiver) as http:
             sent, _ = await sender.send_due(http)
         return sent
@@ -62,17 +62,17 @@ def test_a_delivered_callback_is_recorded_and_unscheduled(db_url: str) -> None:
 
     assert asyncio.run(_send_once(db_url, httpx.MockTransport(receive))) == 1
     assert b'"job_id":"cb-ok"' in bodies[0]
-    fields = store.r.hgetall(keys.job("cb-ok"))
+    fields = store._r.hgetall(keys.job("cb-ok"))
     assert fields[JobField.CALLBACK_STATE] == "delivered" and fields[JobField.CALLBACK_ATTEMPTS] == "1"
-    assert store.r.zscore(store.keys("cb-ok").callbacks, "cb-ok") is None
+    assert store._r.zscore(store.keys("cb-ok").callbacks, "cb-ok") is None
 
 
 def test_a_failed_delivery_is_retried_later(db_url: str) -> None:
     store = _ended_job_with_callback(db_url, "cb-retry")
     assert asyncio.run(_send_once(db_url, httpx.MockTransport(lambda _: httpx.Response(503)))) == 1
-    fields = store.r.hgetall(keys.job("cb-retry"))
+    fields = store._r.hgetall(keys.job("cb-retry"))
     assert fields[JobField.CALLBACK_STATE] == "retrying" and fields[JobField.CALLBACK_ERROR] == "HTTP 503"
-    assert store.r.zscore(store.keys("cb-retry").callbacks, "cb-retry") is not None
+    assert store._r.zscore(store.keys("cb-retry").callbacks, "cb-retry") is not None
 
 
 def test_a_job_gone_during_delivery_is_not_brought_back(db_url: str) -> None:
@@ -81,9 +81,9 @@ def test_a_job_gone_during_delivery_is_not_brought_back(db_url: str) -> None:
     store = _ended_job_with_callback(db_url, "cb-gone")
 
     def receive(_: httpx.Request) -> httpx.Response:
-        store.r.delete(keys.job("cb-gone"))
+        store._r.delete(keys.job("cb-gone"))
         return httpx.Response(500)
 
     assert asyncio.run(_send_once(db_url, httpx.MockTransport(receive))) == 1
-    assert not store.r.exists(keys.job("cb-gone"))
-    assert store.r.zscore(store.keys("cb-gone").callbacks, "cb-gone") is None
+    assert not store._r.exists(keys.job("cb-gone"))
+    assert store._r.zscore(store.keys("cb-gone").callbacks, "cb-gone") is None

@@ -11,13 +11,13 @@ import pytest
 import redis
 
 from farm import keys
+from farm.handler.context import JobContext
+from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
 from farm.jobs.dispatch import stage_task_ids
 from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import JobStore
 from farm.models.results import JobState
-from handlers.base import AgentHandler, EvalOutput, RunOutput
-from handlers.context import JobContext
 from tasks import lifecycle
 
 
@@ -49,7 +49,7 @@ def store(redis_url: str) -> Iterator[JobStore]:
 def _job(store: JobStore, job_id: str) -> None:
     spec = JobSpec(job_id=job_id, handler="recording", instance={"handler": "recording"}, timeout_s=60)
     assert store.create(spec, stage_task_ids(job_id), QueuedMessage(key="test:init", payload="{}"))
-    store.r.hset(keys.job(job_id), "init_state", '{"sandbox": "s"}')  # what init recorded
+    store._r.hset(keys.job(job_id), "init_state", '{"sandbox": "s"}')  # what init recorded
 
 
 def _take_run(store: JobStore, job_id: str, owner: str) -> lifecycle.Attempt:
@@ -60,8 +60,8 @@ def _take_run(store: JobStore, job_id: str, owner: str) -> lifecycle.Attempt:
 
 def _reap(store: JobStore, job_id: str) -> None:
     """What the reaper does to a lease whose worker stopped renewing it (a long GC pause, a partition)."""
-    store.r.hset(keys.job(job_id), "lease_expires", "0")
-    store.r.zadd(keys.leases(keys.layout().tag(job_id)), {job_id: 0})
+    store._r.hset(keys.job(job_id), "lease_expires", "0")
+    store._r.zadd(keys.leases(keys.layout().tag(job_id)), {job_id: 0})
     assert [r.job_id for r in store.reap()] == [job_id]
 
 
@@ -100,6 +100,6 @@ def test_a_stale_run_that_fails_leaves_the_retry_its_sandbox(store: JobStore) ->
 def test_holding_the_lease_renews_it(store: JobStore) -> None:
     _job(store, "fence-3")
     attempt = _take_run(store, "fence-3", "worker-a")
-    store.r.hset(keys.job("fence-3"), "lease_expires", str(time.time() + 1))
+    store._r.hset(keys.job("fence-3"), "lease_expires", str(time.time() + 1))
     assert attempt.holds_lease()
-    assert float(store.r.hget(keys.job("fence-3"), "lease_expires")) > time.time() + 5
+    assert float(store._r.hget(keys.job("fence-3"), "lease_expires")) > time.time() + 5

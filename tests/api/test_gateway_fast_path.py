@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from farm.gateway.fast_path import model_route
+from farm.gateway.app import model_route
 
 
 def _scope(path: str, method: str = "POST", root_path: str = "") -> dict[str, object]:
@@ -52,6 +52,33 @@ def test_model_routes_are_served_by_the_fast_path(path: str, route: str) -> None
 def test_other_paths_go_to_fastapi(path: str) -> None:
     assert model_route(_scope(path)) is None
     assert model_route(_scope("/gateway/sessions/s1/v1/chat/completions", method="GET")) is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/gateway/sessions/s1/v1/chat/completions",
+        "/gateway/sessions/s1/v1beta/models/gemini:streamGenerateContent",
+        "/gateway/sessions/s1/v1/messages/count_tokens",
+        "/gateway/sessions/s1/export",
+        "/gateway/sessions/s1/v1/models/../../export",
+        "/gateway/sessions/s1/chat/completions",
+        "/gateway/sessions/s1",
+        "/process",
+    ],
+)
+def test_the_fast_path_serves_what_fastapi_routes_to_a_model_call(path: str) -> None:
+    """No route list of its own: it serves a path exactly when the gateway router would give it to one of
+    the model-call endpoints (the first route matching path and method, as Starlette routes)."""
+    from starlette.routing import Match
+
+    from farm.gateway.app import _SERVED_FAST, router
+
+    scope = _scope(path)
+    routed = next((r for r in router.routes if r.matches(scope)[0] is Match.FULL), None)
+    to_model_call = routed is not None and getattr(routed, "endpoint", None) in _SERVED_FAST
+    assert (model_route(scope) is not None) is to_model_call
+    assert len(_SERVED_FAST) == 4  # chat completions, responses, messages, Google generate
 
 
 def test_the_api_middleware_still_wraps_model_calls(api: httpx.Client) -> None:

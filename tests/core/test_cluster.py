@@ -125,8 +125,8 @@ def test_a_lost_lease_is_fenced_on_the_cluster(store: JobStore, messages: StageM
     create(store, messages, "fenced")
     _, _, token = store.begin_stage("fenced", "init", "w1")
     k = store.keys("fenced")
-    store.r.hset(k.job, "lease_expires", 0)
-    store.r.zadd(k.leases, {"fenced": 0})
+    store._r.hset(k.job, "lease_expires", 0)
+    store._r.zadd(k.leases, {"fenced": 0})
     reaped = store.reap()
     assert [(r.job_id, r.stage, r.infra_retries) for r in reaped] == [("fenced", "init", 1)]
     following = messages.build("fenced", "run", "fenced.run", "run")
@@ -145,12 +145,12 @@ def test_the_stall_sweep_sends_a_message_lost_before_the_broker(
     broker: redis.Redis = store.broker  # type: ignore[assignment]
     for key in messages.queue_keys("init"):
         broker.delete(key)  # the push that was lost
-    store.r.hset(store.layout.job("stalled"), "enqueued_at", time.time() - 60)
+    store._r.hset(store.layout.job("stalled"), "enqueued_at", time.time() - 60)
     monkeypatch.setattr(tasks.reaper, "job_store", lambda: store)
     monkeypatch.setattr(tasks.reaper, "stage_messages", lambda: messages)
     monkeypatch.setattr(tasks.resume, "stage_messages", lambda: messages)
     monkeypatch.setattr(tasks.reaper, "live_run_queues", set)
-    store.r.delete(keys.STALL_SWEEP)
+    store._r.delete(keys.STALL_SWEEP)
     assert tasks.reaper.sweep_stalled(grace_s=5) == 1
     assert waiting(broker, messages, "init") == ["stalled.init.1"]
     assert tasks.reaper.sweep_stalled(grace_s=5) == 0  # the sweep's lock spaces sweeps

@@ -45,24 +45,24 @@ def test_create_is_idempotent_and_enqueues_once(store: JobStore) -> None:
     create(store)
     spec = JobSpec(job_id="j1", handler="noop", instance={}, timeout_s=1)
     assert not store.create(spec, {}, QueuedMessage("q:init", "again"))
-    assert store.r.lrange("q:init", 0, -1) == ["init j1"]
+    assert store._r.lrange("q:init", 0, -1) == ["init j1"]
     assert store.counts_by_state() == {"queued": 1}
-    assert store.r.sismember(BUCKET.active, "j1")
+    assert store._r.sismember(BUCKET.active, "j1")
 
 
 def test_begin_takes_the_lease_and_counts_queue_time(store: JobStore) -> None:
     create(store)
-    store.r.hset(keys.job("j1"), "enqueued_at", time.time() - 2)
+    store._r.hset(keys.job("j1"), "enqueued_at", time.time() - 2)
     verdict, record, token = store.begin_stage("j1", "init", "w1")
     assert (verdict, token) == ("go", 1)
     assert record is not None and record.state == JobState.init
     assert record.fields["lease_owner"] == "w1" and not record.fields["enqueued_at"]
     assert record.timings().queued >= 2
-    stored = store.r.hgetall(keys.job("j1"))
+    stored = store._r.hgetall(keys.job("j1"))
     assert stored == record.fields  # what the script returns is what it wrote
     assert stored["state"] == "init" and stored["lease_token"] == "1"
-    assert store.r.zscore(BUCKET.leases, "j1") == pytest.approx(time.time() + LEASE_TTL_S, abs=1)
-    assert store.r.hgetall(BUCKET.by_state) == {"queued>init": "1"}  # one write per state change
+    assert store._r.zscore(BUCKET.leases, "j1") == pytest.approx(time.time() + LEASE_TTL_S, abs=1)
+    assert store._r.hgetall(BUCKET.by_state) == {"queued>init": "1"}  # one write per state change
     assert store.counts_by_state() == {"init": 1}
     # A second delivery while the lease is live is refused at the door.
     assert store.begin_stage("j1", "init", "w2")[0] == "leased"
@@ -72,16 +72,16 @@ def test_end_stage_is_fenced_and_hands_off(store: JobStore) -> None:
     create(store)
     _, _, token = store.begin_stage("j1", "init", "w1")
     assert not end(store, "j1", "init", token + 1)
-    assert store.r.llen("q:run") == 0
+    assert store._r.llen("q:run") == 0
     assert end(store, "j1", "init", token, init_state={"sandbox": {"id": "s1"}})
-    assert store.r.lrange("q:run", 0, -1) == ["init-next j1"]
+    assert store._r.lrange("q:run", 0, -1) == ["init-next j1"]
     record = store.get("j1")
     assert (
         record is not None
         and record.stage_done("init")
         and record.output("init_state") == {"sandbox": {"id": "s1"}}
     )
-    assert not record.fields["lease_token"] and store.r.zscore(BUCKET.leases, "j1") is None
+    assert not record.fields["lease_token"] and store._r.zscore(BUCKET.leases, "j1") is None
     assert record.timings().init == pytest.approx(0.5)
     assert store.begin_stage("j1", "init", "w1")[0] == "done"  # a redelivery of a finished stage
 
@@ -95,7 +95,7 @@ def test_run_start_gives_the_ready_slot_back(store: JobStore) -> None:
     end(store, "j1", "init", token)
     verdict, record, _ = store.begin_stage("j1", "run", "w1")
     assert verdict == "go" and record is not None and not record.fields["ready_node"]
-    assert store.r.zcard(keys.ready("n1")) == 0
+    assert store._r.zcard(keys.ready("n1")) == 0
     assert store.take_ready_slot("j2", "n1", limit=1)
 
 
@@ -106,15 +106,15 @@ def test_revoked_expired_and_missing(store: JobStore) -> None:
     verdict, record, token = store.begin_stage("r1", "init", "w")
     assert (verdict, token) == ("revoked", 0) and record is not None
     create(store, "t1", timeout_s=1)
-    store.r.hset(keys.job("t1"), "t_init", 1.5)
+    store._r.hset(keys.job("t1"), "t_init", 1.5)
     assert store.begin_stage("t1", "init", "w")[0] == "expired"
 
 
 def test_reap_fences_the_lost_attempt(store: JobStore) -> None:
     create(store)
     _, _, token = store.begin_stage("j1", "init", "w1")
-    store.r.zadd(BUCKET.leases, {"j1": 0})
-    store.r.hset(keys.job("j1"), "lease_expires", 0)
+    store._r.zadd(BUCKET.leases, {"j1": 0})
+    store._r.hset(keys.job("j1"), "lease_expires", 0)
     reaped = store.reap()
     assert [(r.job_id, r.stage, r.infra_retries) for r in reaped] == [("j1", "init", 1)]
     assert not end(store, "j1", "init", token)  # the presumed-dead attempt cannot write
@@ -129,7 +129,7 @@ def test_finalize_once_publishes_and_schedules_callback(store: JobStore) -> None
     end(store, "j1", "init", token, init_state={"x": 1})
     _, record, token = store.begin_stage("j1", "run", "w1")
     assert record is not None
-    listener = store.r.pubsub(ignore_subscribe_messages=True)
+    listener = store._r.pubsub(ignore_subscribe_messages=True)
     listener.subscribe(keys.DONE_CHANNEL, keys.CALLBACKS_DUE_CHANNEL)
     result = terminal_result(record, JobState.failed, StageError(stage="run", type="x", message="boom"))
     assert not store.finalize(result, token=token + 5)
@@ -140,19 +140,19 @@ def test_finalize_once_publishes_and_schedules_callback(store: JobStore) -> None
         (keys.CALLBACKS_DUE_CHANNEL, "j1"),  # wakes the callback sender (jobs without one do not)
         (keys.DONE_CHANNEL, "j1"),
     }
-    stored = store.r.hgetall(keys.job("j1"))
+    stored = store._r.hgetall(keys.job("j1"))
     assert stored["state"] == "failed" and json.loads(stored["result"])["error"]["message"] == "boom"
     assert not stored["init_state"] and not stored["lease_token"]  # kept once, in the result
-    assert store.r.zscore(BUCKET.callbacks, "j1") is not None
-    assert not store.r.sismember(BUCKET.active, "j1")
+    assert store._r.zscore(BUCKET.callbacks, "j1") is not None
+    assert not store._r.sismember(BUCKET.active, "j1")
     assert store.counts_by_state() == {"failed": 1}
-    assert 0 < store.r.ttl(keys.job("j1")) <= 3600
+    assert 0 < store._r.ttl(keys.job("j1")) <= 3600
     # The stage that ended the job is counted like one that handed off (metrics see every stage).
-    made = transitions([store.r.hgetall(BUCKET.by_state)])
+    made = transitions([store._r.hgetall(BUCKET.by_state)])
     stats = derived_stats(made, store.counts_by_state())
     assert stats["stage_count:run"] == stats["stage_count:init"] == 1 and stats["stage_count:eval"] == 0
     assert stats["jobs_total:failed"] == 1
-    assert float(store.r.hget(BUCKET.stats, "stage_seconds_sum:run")) >= 0
+    assert float(store._r.hget(BUCKET.stats, "stage_seconds_sum:run")) >= 0
 
 
 def test_release_gives_the_stage_back(store: JobStore) -> None:
@@ -175,7 +175,7 @@ def test_job_scripts_cost_few_commands() -> None:
 
 
 def count_commands(store: JobStore) -> None:
-    store.r.config_resetstat()
+    store._r.config_resetstat()
     for n in range(10):
         job_id = f"c{n}"
         create(store, job_id)
@@ -186,7 +186,7 @@ def count_commands(store: JobStore) -> None:
                 assert store.finalize(terminal_result(record, JobState.done), token=token)
             else:
                 assert end(store, job_id, stage, token)
-    stats = store.r.info("commandstats")
+    stats = store._r.info("commandstats")
     calls = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info"))
     print(f"{calls / 10:.1f} commands per job", {k: v["calls"] for k, v in stats.items()})
     assert calls / 10 <= 45, stats  # 43.8 measured (62.8 before one write per state change, 116 before that)
@@ -199,7 +199,7 @@ def count_commands(store: JobStore) -> None:
 def test_at_most_one_attempt_ever_writes(store: JobStore, steps: list[str]) -> None:
     """Two attempts of the same stage and the reaper in any order: an end or finalize lands only for the
     attempt holding the lease, and the job ends at most once."""
-    store.r.flushdb()
+    store._r.flushdb()
     create(store)
     _, record, a = store.begin_stage("j1", "init", "wa")
     assert record is not None
@@ -208,15 +208,15 @@ def test_at_most_one_attempt_ever_writes(store: JobStore, steps: list[str]) -> N
     for step in steps:
         who, action = step.split("-") if "-" in step else ("", step)
         if action == "reap":
-            store.r.hset(keys.job("j1"), "lease_expires", 0)
-            store.r.zadd(BUCKET.leases, {"j1": 0})
+            store._r.hset(keys.job("j1"), "lease_expires", 0)
+            store._r.zadd(BUCKET.leases, {"j1": 0})
             store.reap()
         elif action == "begin":
             verdict, _, token = store.begin_stage("j1", "init", "wb")
             if verdict == "go":
                 tokens["b"] = token
         elif tokens[who] is not None:
-            holder = store.r.hget(keys.job("j1"), "lease_token")
+            holder = store._r.hget(keys.job("j1"), "lease_token")
             if action == "end":
                 ok = end(store, "j1", "init", tokens[who])
             else:
@@ -225,7 +225,7 @@ def test_at_most_one_attempt_ever_writes(store: JobStore, steps: list[str]) -> N
             if ok:
                 landed.append(step)
     assert sum(1 for s in landed if s.endswith("finalize")) <= 1
-    assert store.r.llen("q:run") == sum(1 for s in landed if s.endswith("end"))
+    assert store._r.llen("q:run") == sum(1 for s in landed if s.endswith("end"))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -243,7 +243,7 @@ def test_counts_by_state_match_the_jobs_whatever_happens(
 ) -> None:
     """Jobs per state are derived from the state changes the scripts count (one HINCRBY each): after any
     mix of stage starts and ends, reaps, releases, restarts and ends they equal the jobs' own states."""
-    store.r.flushdb()
+    store._r.flushdb()
     for job_id in ("j1", "j2", "j3"):
         create(store, job_id)
     tokens: dict[str, int] = {}
@@ -262,14 +262,14 @@ def test_counts_by_state_match_the_jobs_whatever_happens(
         elif action == "cancel":
             store.finalize(terminal_result(record, JobState.cancelled), only_from="queued")
         elif action == "reap":
-            store.r.hset(keys.job(job_id), "lease_expires", 0)
-            store.r.zadd(BUCKET.leases, {job_id: 0})
+            store._r.hset(keys.job(job_id), "lease_expires", 0)
+            store._r.zadd(BUCKET.leases, {job_id: 0})
             store.reap()
         elif action in ("release", "restart") and job_id in tokens:
             store.release(job_id, tokens[job_id], restart_from_init=action == "restart")
     truth: dict[str, int] = {}
     for job_id in ("j1", "j2", "j3"):
-        state = store.r.hget(keys.job(job_id), "state")
+        state = store._r.hget(keys.job(job_id), "state")
         truth[state] = truth.get(state, 0) + 1
     assert store.counts_by_state() == truth
 
@@ -281,10 +281,10 @@ def test_a_full_ready_set_drops_members_that_no_longer_hold_a_slot(store: JobSto
     create(store, "fresh")
     create(store, "waiting")
     ready = keys.ready("n1")
-    store.r.zadd(ready, {"gone": time.time() - 60, "fresh": time.time()})
-    store.r.hset(keys.job("gone"), "ready_node", "")  # its hold ended, the member stayed
+    store._r.zadd(ready, {"gone": time.time() - 60, "fresh": time.time()})
+    store._r.hset(keys.job("gone"), "ready_node", "")  # its hold ended, the member stayed
     assert store.take_ready_slot("waiting", "n1", limit=2)
-    assert set(store.r.zrange(ready, 0, -1)) == {"fresh", "waiting"}
+    assert set(store._r.zrange(ready, 0, -1)) == {"fresh", "waiting"}
     assert not store.take_ready_slot("gone", "n1", limit=2)  # full; checked again only after a while
 
 
@@ -297,32 +297,32 @@ def test_writes_outside_the_stage_scripts_never_recreate_a_vanished_job(store: J
     store.add_queued_time("j1", 0.25)
     assert store.count_infra_retry("j1") == 1
     assert store.take_ready_slot("j1", "n1", limit=2)
-    fields = store.r.hgetall(job)
+    fields = store._r.hgetall(job)
     assert fields[JobField.BACKEND_PINNED] == "1" and fields[JobField.READY_NODE] == "n1"
     assert float(fields[JobField.T_QUEUED]) == 0.25 and fields[JobField.INFRA_RETRIES] == "1"
-    assert store.r.ttl(job) > 0
+    assert store._r.ttl(job) > 0
 
-    store.r.delete(job)
+    store._r.delete(job)
     assert not store.set_fields("j1", {JobField.BACKEND_PINNED: "1"})
     store.add_queued_time("j1", 0.25)
     assert store.count_infra_retry("j1") == -1
-    store.r.delete(keys.ready("n2"))
+    store._r.delete(keys.ready("n2"))
     store.take_ready_slot("j1", "n2", limit=2)
-    assert not store.r.exists(job)
-    assert store.r.hget(BUCKET.stats, "retries_total:infra") == "1"  # the gone job's retry not counted
+    assert not store._r.exists(job)
+    assert store._r.hget(BUCKET.stats, "retries_total:infra") == "1"  # the gone job's retry not counted
 
 
 def test_renew_extends_the_leases_still_held_and_names_the_lost(store: JobStore) -> None:
     for job_id in ("a", "b", "c"):
         create(store, job_id)
     tokens = {job_id: store.begin_stage(job_id, "init", "w1")[2] for job_id in ("a", "b", "c")}
-    before = {job_id: store.r.zscore(BUCKET.leases, job_id) for job_id in tokens}
+    before = {job_id: store._r.zscore(BUCKET.leases, job_id) for job_id in tokens}
     assert end(store, "c", "init", tokens["c"])  # c's stage ended: its lease was given back
     time.sleep(0.01)  # so that a renewed expiry is later than the first one
     lost = store.renew({"a": tokens["a"], "b": tokens["b"] + 1, "c": tokens["c"], "gone": 7})
     assert lost == {"b", "c", "gone"}
-    assert store.r.zscore(BUCKET.leases, "a") > before["a"]
-    assert store.r.zscore(BUCKET.leases, "b") == before["b"]  # a stale token renews nothing
-    renewed = float(store.r.hget(store.keys("a").job, JobField.LEASE_EXPIRES))
-    assert renewed == store.r.zscore(BUCKET.leases, "a")
+    assert store._r.zscore(BUCKET.leases, "a") > before["a"]
+    assert store._r.zscore(BUCKET.leases, "b") == before["b"]  # a stale token renews nothing
+    renewed = float(store._r.hget(store.keys("a").job, JobField.LEASE_EXPIRES))
+    assert renewed == store._r.zscore(BUCKET.leases, "a")
     assert store.renew({}) == set()

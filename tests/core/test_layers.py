@@ -1,9 +1,11 @@
 """The dependency picture stays a picture: containers stand alone, the farm core knows no handler, task,
-API or CLI, handlers know no task or API, and no package's modules import each other in a circle. The
-contracts live in pyproject.toml ([tool.importlinter]); this runs them with import-linter itself."""
+API or CLI, handlers know no task or API, the viewer knows not the REST facade, the handler contract knows
+not the farm's own agent, and no package's modules import each other in a circle. The contracts live in
+pyproject.toml ([tool.importlinter]); this runs them with import-linter itself."""
 
 from __future__ import annotations
 
+import ast
 import os
 import tomllib
 from pathlib import Path
@@ -35,6 +37,20 @@ def test_the_rules_of_issue_18_are_among_the_contracts() -> None:
     )
     assert {"handlers", "tasks", "farm.api", "farm.gateway", "farm.ui", "farm.cli"} <= core
     assert {"farm.api", "farm.ui"} <= forbidden[("farm.gateway",)]
+    assert "farm.api" in forbidden[("farm.ui",)]  # no back-up arrow: the API mounts the viewer
+    assert "farm.agent" in forbidden[("farm.handler",)]
     (acyclic,) = [c for c in contracts if c["type"] == "acyclic_siblings"]
     assert set(acyclic["ancestors"]) == {"containers", "farm", "handlers", "tasks"}
     assert all(rule.startswith("farm.api.app -> ") for rule in acyclic.get("ignore_imports", []))
+
+
+def test_the_handler_contract_names_no_agent_even_in_types() -> None:
+    """import-linter skips annotation-only imports (exclude_type_checking_imports); the handler contract
+    must not name farm.agent there either: a handler's model client is farm.handler's TokenGenerator."""
+    named = [
+        f"{path.name}: {node.module}"
+        for path in sorted((ROOT / "farm" / "handler").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("farm.agent")
+    ]
+    assert named == []

@@ -5,12 +5,12 @@ from __future__ import annotations
 import redis
 
 from farm import keys
-from farm.api.rollout import _CLAIM_TASK
+from farm.jobs.task_records import CLAIM_TASK
 
 
 def test_claiming_a_task_prunes_index_entries_older_than_the_ttl(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
-    claim = client.register_script(_CLAIM_TASK)
+    claim = client.register_script(CLAIM_TASK)
     ttl = 100
     for task, now in [("old", 1000.0), ("recent", 1950.0), ("new", 2000.0)]:
         assert claim(keys=[keys.task(task), keys.TASKS], args=["{}", "[]", now, ttl, task]) == 1

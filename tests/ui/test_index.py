@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 import redis
 import redis.asyncio as aioredis
 from hypothesis import given
 from hypothesis import strategies as st
 
+from farm.jobs.store import AsyncJobStore
 from farm.ui.index import SCAN_BUDGET, JobFilter, JobRow, job_page
 from tests.ui.seed import seed_jobs
 
@@ -20,7 +22,7 @@ def walk(url: str, flt: JobFilter, size: int) -> list[list[JobRow]]:
         pages, cursor = [], None
         try:
             while True:
-                page = await job_page(client, flt, size, cursor)
+                page = await job_page(AsyncJobStore(client, 3600).index, flt, size, cursor)
                 assert page.scanned <= SCAN_BUDGET + size
                 pages.append(page.rows)
                 if page.next_cursor is None:
@@ -79,3 +81,15 @@ def test_filter_reward_bounds(state: str | None, reward: float | None, floor: fl
     flt = JobFilter(state=state, min_reward=floor)
     expected = state in (None, "done") and (floor is None or (reward is not None and reward >= floor))
     assert flt.matches(row) is expected
+
+
+def test_live_data_and_group_pages_read_through_the_store(api: httpx.Client) -> None:
+    """The live snapshot (farm/status.py plus the index's recent rows) and a group page, over HTTP."""
+    submitted = api.post("/process", json={"instance": {"handler": "noop"}, "metadata": {"group_id": "g-ui"}})
+    assert submitted.status_code == 200, submitted.text
+    live = api.get("/ui/api/live").json()
+    assert {"queues", "jobs", "stages", "failures"} <= live.keys()
+    assert live["failures"]["window"] >= 1
+    group = api.get("/ui/groups/g-ui")
+    assert group.status_code == 200 and "g-ui" in group.text
+    assert api.get("/ui/groups/never-a-group").status_code == 200

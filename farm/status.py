@@ -1,0 +1,29 @@
+"""The farm's status snapshot: whether it takes work, queue depths, READY slots per node, jobs per
+state, live workers, backends. GET /status answers it and the viewer's live page extends it; both read
+it from here, below either of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from farm.web.state import SharedState
+from farm.workers import live_workers_async
+
+STAGE_QUEUES = ("init", "run", "eval")
+
+
+async def farm_status(farm: SharedState) -> dict[str, Any]:
+    workers = await live_workers_async(farm.redis)
+    node_queues = sorted({q for w in workers for q in w.get("queues", []) if q.startswith("run.")})
+    return {
+        "accepting": await farm.accepting(),
+        "queues": await farm.store.queue_depths([*STAGE_QUEUES, *node_queues]),
+        "ready": await farm.store.ready_by_node({w["node"] for w in workers}),
+        "jobs": await farm.store.counts_by_state(),
+        "active_jobs": await farm.store.active_count(),
+        "workers": [
+            {k: w.get(k) for k in ("hostname", "node", "queues", "pid", "concurrency", "seen_at")}
+            for w in sorted(workers, key=lambda w: w.get("hostname", ""))
+        ],
+        "backends": [b.model_dump() for b in await farm.pool.list()],
+    }
