@@ -48,4 +48,3 @@ def check_listen(host: str, token: str | None) -> None:
         f"refusing to listen on {host or '0.0.0.0'} without a token: set FARM_API_TOKEN (clients then send "
         "`Authorization: Bearer <token>`), or listen on 127.0.0.1"
     )
-
