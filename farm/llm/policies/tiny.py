@@ -78,7 +78,7 @@ class TinyPolicy:
             raise ValueError(f"cannot load {model_path}: {exc}") from None
         if not _same_shape(loaded, self.model):
             raise ValueError(f"{model_path}: the checkpoint's architecture differs from the served model")
-        loaded.eval()
+        loaded.eval()  # type: ignore[no-untyped-call,unused-ignore]
         with self._lock:
             self.model = loaded
             if weight_version is not None:
