@@ -197,7 +197,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         optimizer.step()
                     with run_file.open("a") as out:
                         for result in results:
-                            result.metadata.update({"train_step": step, "trainer_version": version})
+                            result.metadata.update({"step": step, "trainer_version": version})
                             out.write(result.model_dump_json() + "\n")
                     version += 1
                     publisher.publish(model, version)
