@@ -38,6 +38,7 @@ import httpx
 import torch
 from rich.console import Console
 from rich.table import Table
+from transformers.utils import logging as hf_logging
 
 from examples.farm_grpo import (
     Mismatch,
@@ -135,6 +136,7 @@ def cycle(instances: list[dict[str, Any]], seed: int) -> Iterator[dict[str, Any]
 def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     started = time.monotonic()
     torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()  # a checkpoint per step: no progress bar each time
     work = Path(tempfile.mkdtemp(prefix="bench-learn-"))
     instances = questions(args.questions, args.seed)
     write_scripts(instances, work / "scripts.jsonl")
@@ -235,7 +237,8 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 def _line(row: dict[str, Any]) -> str:
     return (
-        f"step {row['step']:3d}  reward {row['reward']:.2f}  tool calls/ep {row['tool_calls']:.2f}  "
+        f"step {row['step']:3d}  reward {row['reward']:.2f}  tool calls/ep {row['tool_calls']:.2f} "
+        f"(per success {row['tool_calls_success']:.2f})  "
         f"staleness max {row['staleness_max']} mean {row['staleness_mean']:.2f} (mixed {row['mixed']}, "
         f"dropped {row['dropped']})  |Δ| max {row['mismatch_max']:.1e} mean {row['mismatch_mean']:.1e}  "
         f"{row['elapsed_s']:.0f} s"

@@ -82,3 +82,17 @@ def test_versions_and_lag_settings_parse_strictly() -> None:
     assert max_lag({"max_policy_lag": 2}, None) == 2
     assert max_lag({"max_policy_lag": "2"}, 5) == 5 and max_lag({"max_policy_lag": True}, None) is None
     assert max_lag({}, 3) == 3 and max_lag({"max_policy_lag": -1}, None) is None
+
+
+def test_viewer_labels_each_sampled_turn_with_its_version() -> None:
+    from farm.ui.trajectory import segments
+
+    trace = Trace(
+        prompt_ids=[1],
+        response_ids=[5, 6, 7, 8, 9, 10],
+        loss_mask=[1, 1, 0, 0, 1, 1],
+        response_logprobs=[-0.1, -0.2, 0.0, 0.0, -0.3, -0.4],
+        metadata={"turn_policy_versions": [3, 4]},
+    )
+    shown = segments(trace, ["t"] * 6)
+    assert [(s.mask, s.policy_version) for s in shown] == [(1, 3), (0, None), (1, 4)]

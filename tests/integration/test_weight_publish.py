@@ -53,8 +53,10 @@ def _publish(root: str, farm: FarmClient, address: str, version: int) -> None:
     farm.add_llm_server(address, kind="sglang", policy_version=version)
 
 
-def _in_flight(farm: FarmClient) -> int:
-    return sum(b.in_flight for b in farm.llm_servers())
+def _mid_flight(farm: FarmClient) -> bool:
+    """Rollouts are in their run stage (between turns or in a call) and the backend is serving one."""
+    running = farm.status()["jobs"].get("run", 0)
+    return running >= 16 and sum(b.in_flight for b in farm.llm_servers()) >= 1
 
 
 def test_publish_with_64_rollouts_in_flight(publish_farm: LocalFarm) -> None:
@@ -72,14 +74,14 @@ def test_publish_with_64_rollouts_in_flight(publish_farm: LocalFarm) -> None:
         published = threading.Event()
 
         def publish_mid_flight() -> None:
-            wait_until(lambda: _in_flight(farm) >= 16, 120, what="16 model calls in flight", interval_s=0.05)
+            wait_until(lambda: _mid_flight(farm), 300, what="16 rollouts in their run stage", interval_s=0.05)
             _publish(root, farm, address, 1)
             published.set()
 
         publisher = threading.Thread(target=publish_mid_flight, daemon=True)
         publisher.start()
         first = dapo.next_batch(8, policy_version=0, timeout_s=600)
-        publisher.join(130)
+        publisher.join(310)
         assert published.is_set()
         _publish(root, farm, address, 2)
         second = dapo.next_batch(4, policy_version=2, timeout_s=600)
