@@ -54,7 +54,7 @@ from farm.adapters.sft import to_sft_records
 from farm.chat.tokenizer import ChatTokenizer
 from farm.client import DapoConfig, DapoConsumer, FarmClient
 from farm.embedded_redis import free_port
-from farm.launcher import LocalFarm, WorkerSpec
+from farm.launcher import LocalFarm, WorkerSpec, stop_signals_as_keyboard_interrupt
 
 TEMPERATURE = 1.0
 
@@ -309,7 +309,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return run(parse(argv), Console(width=150))
+    with stop_signals_as_keyboard_interrupt():  # SIGTERM too stops the farm it started
+        return run(parse(argv), Console(width=150))
 
 
 if __name__ == "__main__":

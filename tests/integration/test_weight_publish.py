@@ -5,6 +5,7 @@ staleness bound (max_offpolicyness) on the oldest turn of every sample."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 import threading
@@ -22,6 +23,8 @@ from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+GROUPS = 24
+"""Groups the loader holds: 8 for the first batch, the rest for the second and what is left over."""
 PROBLEMS = Path(__file__).resolve().parents[2] / "handlers" / "math" / "problems.jsonl"
 
 
@@ -68,7 +71,7 @@ def test_publish_with_64_rollouts_in_flight(publish_farm: LocalFarm) -> None:
     )  # fmt: skip
     with (
         FarmClient(publish_farm.api_url) as farm,
-        DapoConsumer(publish_farm.api_url, _instances(), config) as dapo,
+        DapoConsumer(publish_farm.api_url, itertools.islice(_instances(), GROUPS), config) as dapo,
     ):
         _publish(root, farm, address, 0)
         published = threading.Event()
@@ -85,6 +88,9 @@ def test_publish_with_64_rollouts_in_flight(publish_farm: LocalFarm) -> None:
         assert published.is_set()
         _publish(root, farm, address, 2)
         second = dapo.next_batch(4, policy_version=2, timeout_s=600)
+        # Drain the finite loader, so closing has nothing in flight to cancel.
+        rest = dapo.next_batch(GROUPS, policy_version=2, timeout_s=600)
+        assert rest.stats.exhausted
 
     results = first.results
     assert len(results) == 64
