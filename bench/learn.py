@@ -48,6 +48,7 @@ from examples.farm_grpo import (
     check_trace,
     episode_stats,
     grpo_loss,
+    through_the_tool,
     warm_start,
 )
 from farm.adapters.sft import to_sft_records
@@ -185,13 +186,14 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             with DapoConsumer(local.api_url, cycle(instances, args.seed), config) as dapo:
                 for step in range(args.steps):
                     batch = dapo.next_batch(args.groups, policy_version=version, timeout_s=600)
+                    groups = [through_the_tool(g) for g in batch.groups]
                     results = batch.results
                     mismatch = Mismatch()
                     for result in results:
                         for trace in result.trajectory.traces:
                             check_trace(trace, snapshots, TEMPERATURE, mismatch)
-                    stats = episode_stats(results)
-                    loss, tokens = grpo_loss(model, batch.groups, TEMPERATURE)
+                    stats = episode_stats(results, [w for g in groups for w in g.rewards])
+                    loss, tokens = grpo_loss(model, groups, TEMPERATURE)
                     if tokens:
                         optimizer.zero_grad()
                         (loss / tokens).backward()
@@ -237,7 +239,8 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 def _line(row: dict[str, Any]) -> str:
     return (
-        f"step {row['step']:3d}  reward {row['reward']:.2f}  tool calls/ep {row['tool_calls']:.2f} "
+        f"step {row['step']:3d}  reward {row['reward']:.2f} (evaluator {row['evaluator_reward']:.2f})  "
+        f"tool calls/ep {row['tool_calls']:.2f} "
         f"(per success {row['tool_calls_success']:.2f})  "
         f"staleness max {row['staleness_max']} mean {row['staleness_mean']:.2f} (mixed {row['mixed']}, "
         f"dropped {row['dropped']})  |Δ| max {row['mismatch_max']:.1e} mean {row['mismatch_mean']:.1e}  "
@@ -291,15 +294,15 @@ def _summary(
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.learn", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--groups", type=int, default=4, help="groups (prompts) per step")
+    parser.add_argument("--groups", type=int, default=2, help="groups (prompts) per step")
     parser.add_argument("--n", type=int, default=8, help="samples per prompt")
     parser.add_argument("--questions", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--sft-max-epochs", type=int, default=150)
-    parser.add_argument("--warm-target", type=float, default=0.1,
+    parser.add_argument("--warm-target", type=float, default=0.05,
                         help="stop warm-starting once a recorded success has this chance at T=1")  # fmt: skip
-    parser.add_argument("--extra-in-flight", type=int, default=16,
+    parser.add_argument("--extra-in-flight", type=int, default=8,
                         help="rollouts kept running across each publish beyond the batch")  # fmt: skip
     parser.add_argument("--max-offpolicyness", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=540)

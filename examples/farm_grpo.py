@@ -205,13 +205,25 @@ class Publisher:
         self.seconds += time.monotonic() - started
 
 
-def episode_stats(results: Sequence[JobResult]) -> dict[str, float]:
-    """Mean reward, tool calls per episode and per successful episode."""
-    rewards = [r.reward if r.reward is not None else 0.0 for r in results]
-    calls = [sum(int(t.metadata.get("tool_calls") or 0) for t in r.trajectory.traces) for r in results]
+def tool_calls(result: JobResult) -> int:
+    return sum(int(t.metadata.get("tool_calls") or 0) for t in result.trajectory.traces)
+
+
+def through_the_tool(group: Group) -> Group:
+    """The task's reward: the evaluator's, counted only when the episode called the tool (a policy that
+    memorised the answer of a fixed question would otherwise be paid for skipping the sandbox)."""
+    rewards = [w if tool_calls(r) >= 1 else 0.0 for r, w in zip(group.results, group.rewards, strict=True)]
+    return group.model_copy(update={"rewards": rewards})
+
+
+def episode_stats(results: Sequence[JobResult], rewards: Sequence[float]) -> dict[str, float]:
+    """Mean trained reward and evaluator reward, tool calls per episode and per successful episode."""
+    calls = [tool_calls(r) for r in results]
+    scored = [r.reward if r.reward is not None else 0.0 for r in results]
     wins = [c for c, w in zip(calls, rewards, strict=True) if w > 0]
     return {
         "reward": sum(rewards) / len(rewards) if rewards else float("nan"),
+        "evaluator_reward": sum(scored) / len(scored) if scored else float("nan"),
         "tool_calls": sum(calls) / len(calls) if calls else float("nan"),
         "tool_calls_success": sum(wins) / len(wins) if wins else float("nan"),
         "successes": float(len(wins)),

@@ -22,7 +22,7 @@ MESSAGES = [{"role": "user", "content": "Say something."}]
 @pytest.fixture(scope="module")
 def updatable_server() -> ServerProcess:
     """A private tiny server (the shared one must keep its weights for the other tests)."""
-    server = ServerProcess(["--policy", "tiny", "--emulate", "sglang", "--seed", "3"]).wait_ready(120)
+    server = ServerProcess(["--policy", "tiny", "--emulate", "sglang", "--seed", "3"]).wait_ready(300)
     yield server
     server.proc.terminate()
     server.proc.wait(10)
