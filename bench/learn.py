@@ -159,7 +159,9 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             tiny, tiny_url = start_llm("tiny", ["--emulate", "sglang"], env, work / "logs" / "tiny.log")
             records = sft_data(farm, instances, samples=2)
             model = build_tiny(tokenizer, args.seed)
-            epochs, chance = warm_start(model, records, args.warm_target, args.sft_lr, args.sft_max_epochs)
+            epochs, chance, optimizer = warm_start(
+                model, records, args.warm_target, args.sft_lr, args.sft_max_epochs
+            )
             warm_s = time.monotonic() - started
             console.print(
                 f"farm up, {len(records)} SFT episodes from the scripted LLM; warm start: {epochs} epochs, "
@@ -171,7 +173,8 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             version = 0
             publisher.publish(model, version)
             snapshots.add(version, model)
-            optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+            for options in optimizer.param_groups:
+                options["lr"] = args.lr
             config = DapoConfig(
                 n=args.n,
                 concurrency=args.groups * args.n + args.extra_in_flight,
@@ -297,7 +300,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=2, help="groups (prompts) per step")
     parser.add_argument("--n", type=int, default=8, help="samples per prompt")
     parser.add_argument("--questions", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--sft-max-epochs", type=int, default=150)
     parser.add_argument("--warm-target", type=float, default=0.05,

@@ -161,9 +161,10 @@ def sft_loss(model: LlamaForCausalLM, record: dict[str, Any]) -> tuple[torch.Ten
 
 def warm_start(
     model: LlamaForCausalLM, records: Sequence[dict[str, Any]], target: float, lr: float, max_epochs: int
-) -> tuple[int, float]:
+) -> tuple[int, float, torch.optim.Adam]:
     """SFT until the mean chance of sampling a recorded successful episode reaches `target` (so RL starts
-    from a policy that succeeds now and then, not always). Returns (epochs, that chance)."""
+    from a policy that succeeds now and then, not always). Returns (epochs, that chance, the optimizer:
+    RL continues with its moments, since a fresh Adam's first steps move every weight by about lr)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     chance = 0.0
     for epoch in range(1, max_epochs + 1):
@@ -176,8 +177,8 @@ def warm_start(
             chances.append(math.exp(logprob))
         chance = sum(chances) / len(chances)
         if chance >= target:
-            return epoch, chance
-    return max_epochs, chance
+            return epoch, chance, optimizer
+    return max_epochs, chance, optimizer
 
 
 @dataclass
