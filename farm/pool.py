@@ -4,7 +4,9 @@ Selection runs as one Lua script, so concurrent workers and gateway processes ne
 A key (job id or gateway session id) is pinned to one backend for its whole life (prefix-cache reuse).
 Each registration gets a generation number: after a checkpoint swap (clear + re-add, possibly of the
 same address), pins from before the swap are recognised as stale and re-assigned and counted afresh,
-so jobs already in flight keep running against the new pool.
+so jobs already in flight keep running against the new pool. A weight publish is not a swap: the
+trainer re-adds the same address with its new `policy_version` (or sets it), the registration keeps its
+generation, and each model call records the version it was served under.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ if existing then
   local old = cjson.decode(existing)
   meta['gen'] = old['gen']
   meta['order'] = old['order']
+  if meta['policy_version'] == nil then meta['policy_version'] = old['policy_version'] end
 else
   local gen = redis.call('INCR', KEYS[2])
   meta['gen'] = gen
@@ -98,6 +101,16 @@ else
 end
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(meta))
 redis.call('SREM', KEYS[4], ARGV[1])
+return 1
+"""
+
+# KEYS: backends   ARGV: address, policy version
+_SET_VERSION = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local meta = cjson.decode(raw)
+meta['policy_version'] = tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(meta))
 return 1
 """
 
@@ -114,8 +127,16 @@ def normalise_address(address: str) -> str:
     return address.strip().rstrip("/")
 
 
-def _meta(weight: int, kind: str) -> str:
-    return json.dumps({"weight": weight, "kind": kind, "added_at": time.time()})
+def _meta(weight: int, kind: str, policy_version: int | None = None) -> str:
+    meta: dict[str, Any] = {"weight": weight, "kind": kind, "added_at": time.time()}
+    if policy_version is not None:
+        meta["policy_version"] = policy_version
+    return json.dumps(meta)
+
+
+def _version(meta: dict[str, Any]) -> int | None:
+    value = meta.get("policy_version")
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _infos(
@@ -131,6 +152,7 @@ def _infos(
             assigned=int(assigned.get(address, 0)),
             in_flight=max(0, int(inflight.get(address, 0))),
             healthy=address not in unhealthy,
+            policy_version=_version(meta),
         )
         rows.append((int(meta.get("order", 0)), info))
     return [info for _, info in sorted(rows, key=lambda r: r[0])]
@@ -139,10 +161,20 @@ def _infos(
 class PoolOps:
     """Each pool operation written once (farm/redis_ops.py); the pool holds no state of its own."""
 
-    def add(self, address: str, weight: int = 1, kind: str = "vllm") -> Op[list[BackendInfo]]:
+    def add(
+        self, address: str, weight: int = 1, kind: str = "vllm", policy_version: int | None = None
+    ) -> Op[list[BackendInfo]]:
+        """Registers a backend; an address already registered keeps its generation (its jobs stay
+        pinned), so re-adding it with a new `policy_version` is a weight publish, not a swap."""
         keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
-        yield Script(_ADD, keys_, [normalise_address(address), _meta(weight, kind)])
+        yield Script(_ADD, keys_, [normalise_address(address), _meta(weight, kind, policy_version)])
         return (yield from self.list())
+
+    def set_policy_version(self, address: str, version: int) -> Op[bool]:
+        """The version of the weights a registered backend now serves, set in place (no clear, no
+        re-pin, health untouched). False when the address is not registered."""
+        reply = yield Script(_SET_VERSION, [keys.BACKENDS], [normalise_address(address), version])
+        return bool(reply)
 
     def remove(self, address: str) -> Op[bool]:
         """Takes one backend out of the pool; jobs pinned to it re-pick at their next call (as after a
@@ -214,6 +246,7 @@ class BackendPool:
         self.runner = Runner(client)
 
     add = SyncOp(PoolOps.add)
+    set_policy_version = SyncOp(PoolOps.set_policy_version)
     remove = SyncOp(PoolOps.remove)
     clear = SyncOp(PoolOps.clear)
     list = SyncOp(PoolOps.list)
@@ -236,6 +269,7 @@ class AsyncBackendPool:
         self.runner = AsyncRunner(client)
 
     add = AsyncOp(PoolOps.add)
+    set_policy_version = AsyncOp(PoolOps.set_policy_version)
     remove = AsyncOp(PoolOps.remove)
     clear = AsyncOp(PoolOps.clear)
     any_unhealthy = AsyncOp(PoolOps.any_unhealthy)
@@ -255,7 +289,7 @@ def _pinned(reply: list[Any] | None) -> BackendInfo | None:
         return None
     meta = json.loads(_decode(reply[1]))
     kind, weight = meta.get("kind", "vllm"), int(meta.get("weight", 1))
-    return BackendInfo(address=_decode(reply[0]), kind=kind, weight=weight)
+    return BackendInfo(address=_decode(reply[0]), kind=kind, weight=weight, policy_version=_version(meta))
 
 
 def _text(mapping: dict[Any, Any]) -> dict[str, str]:

@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     died holding its message before the stage began, or a reaper between reaping a lease and re-sending)."""
     process_wait_s: float = 3600.0
     """How long POST /process with wait=true holds the connection before answering 202."""
+    max_policy_lag: int | None = Field(None, ge=0)
+    """Cancel a rollout before its next model call when the backend serves weights more than this many
+    versions past its oldest turn (a job's `metadata.max_policy_lag` overrides; unset: always continue)."""
     ready_buffer: int = Field(64, ge=0)
     """READY buffer per node: sandboxes being prepared or prepared and waiting for their run stage. Init
     on a node waits while its buffer is full (backpressure), so prepared sandboxes cannot pile up

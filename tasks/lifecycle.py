@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.agent.policy import PolicyClient
+from farm.agent.versions import max_lag
 from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
@@ -89,7 +90,8 @@ def _context(
         if attempt is not None and not attempt.pinned:
             attempt.pinned = True  # remembered in the record, so whichever stage ends the job releases it
             job_store().set_fields(ctx.job_id, {JobField.BACKEND_PINNED: "1"})
-        return PolicyClient(backend_pool(), ctx.job_id, ctx.check, ctx.remaining)
+        lag = max_lag(ctx.metadata, settings.max_policy_lag)
+        return PolicyClient(backend_pool(), ctx.job_id, ctx.check, ctx.remaining, max_policy_lag=lag)
 
     return JobContext(
         spec=record.spec,

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from containers.errors import SandboxLimitExceeded
 from farm.agent.conversation import TokenConversation
 from farm.agent.tools import FunctionTool, ToolError
+from farm.agent.versions import PolicyTooStale
 from farm.chat.families import CALL_HINTS
 from farm.chat.tool_calls import ParsedAssistant, ToolCall
 from farm.errors import JobCancelled, JobDeadlineExceeded
@@ -64,6 +65,7 @@ def episode_trace(ctx: JobContext, handler: str, episode: Episode, **extra: Any)
         "tool_calls": episode.tool_calls,
         "recoverable_errors": episode.recoverable_errors,
         "policy_version": ctx.metadata.get("policy_version"),
+        **ctx.policy.versions.metadata(),
         "tokenizer": episode.conversation.tokenizer.source,
     }
     return episode.conversation.to_trace(episode.finish_reason, meta)
@@ -107,6 +109,8 @@ def run_agent(
     try:
         while _take_turn(turn, episode):
             pass
+    except PolicyTooStale:
+        episode.finish_reason, episode.outcome = "stale_policy", "cancelled"
     except JobCancelled:
         episode.finish_reason, episode.outcome = "cancelled", "cancelled"
     except JobDeadlineExceeded:

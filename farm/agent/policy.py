@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from farm.agent.versions import TurnVersions
 from farm.errors import NoBackendAvailable
 from farm.inference import BackendClient, Generation, InferenceError
 from farm.inference.policy import Attempts, NoBackendWait, Step, Verdict, error_verdict
@@ -44,6 +45,7 @@ class PolicyClient:
         remaining: Callable[[], float],
         http: httpx.Client | None = None,
         max_failovers: int = 3,
+        max_policy_lag: int | None = None,
     ) -> None:
         self.pool = pool
         self.key = key
@@ -53,6 +55,8 @@ class PolicyClient:
         self.max_failovers = max_failovers
         self.backends_used: list[str] = []
         self.calls = 0
+        self.versions = TurnVersions(max_policy_lag)
+        """The policy version of each call (farm/agent/versions.py)."""
 
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation:
         """Failover, attempt limits and what counts as the backend's trouble: farm/inference/policy.py,
@@ -69,6 +73,7 @@ class PolicyClient:
                     raise NoBackendAvailable("no healthy inference backend is registered")
                 time.sleep(wait)
                 continue
+            self.versions.check(backend.policy_version)
             client = BackendClient(backend.address, backend.kind, self.http)
             attempts.begin()
             self.pool.call_started(backend.address)
@@ -83,6 +88,7 @@ class PolicyClient:
             finally:
                 self.pool.call_finished(backend.address)
             self.calls += 1
+            self.versions.record(generation.weight_version, backend.policy_version)
             if not self.backends_used or self.backends_used[-1] != backend.address:
                 self.backends_used.append(backend.address)
             return generation

@@ -105,7 +105,9 @@ async def add_llm_server(
     """The address must be http(s) and inside FARM_BACKEND_ALLOW (default: loopback and private
     networks); redirects from it are never followed."""
     await check_url(farm.backend_urls, body.address, ("body", "address"))
-    return await farm.pool.add(body.address, weight=body.weight, kind=body.kind)
+    return await farm.pool.add(
+        body.address, weight=body.weight, kind=body.kind, policy_version=body.policy_version
+    )
 
 
 @router.post("/remove_llm_server", response_model=list[BackendInfo], responses=errors(404))

@@ -162,8 +162,11 @@ class AsyncFarmClient:
 
     # --- backends ---------------------------------------------------------------------------------
 
-    async def add_llm_server(self, address: str, *, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
-        return await self._do(calls.add_llm_server(address, weight, kind))
+    async def add_llm_server(
+        self, address: str, *, weight: int = 1, kind: str = "vllm", policy_version: int | None = None
+    ) -> list[BackendInfo]:
+        """Re-adding a registered address with a new `policy_version` publishes weights in place."""
+        return await self._do(calls.add_llm_server(address, weight, kind, policy_version))
 
     async def remove_llm_server(self, address: str) -> list[BackendInfo]:
         return await self._do(calls.remove_llm_server(address))

@@ -160,9 +160,12 @@ def cancel(request: CancelRequest) -> Call[CancelAnswer]:
     return Call("POST", "/cancel", _model(CancelAnswer), json=body)
 
 
-def add_llm_server(address: str, weight: int, kind: str) -> Call[list[BackendInfo]]:
-    body = AddLLMServerRequest.model_validate({"address": address, "weight": weight, "kind": kind})
-    return Call("POST", "/add_llm_server", _backends, json=body.model_dump(mode="json"))
+def add_llm_server(
+    address: str, weight: int, kind: str, policy_version: int | None = None
+) -> Call[list[BackendInfo]]:
+    fields = {"address": address, "weight": weight, "kind": kind, "policy_version": policy_version}
+    body = AddLLMServerRequest.model_validate(fields)
+    return Call("POST", "/add_llm_server", _backends, json=body.model_dump(mode="json", exclude_none=True))
 
 
 def remove_llm_server(address: str) -> Call[list[BackendInfo]]:

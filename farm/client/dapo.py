@@ -35,10 +35,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from farm.client import staleness
 from farm.client.async_client import AsyncFarmClient
 from farm.client.errors import FarmError, FarmTimeout, FarmUnavailable
 from farm.client.groups import Counters, FailurePolicy, Group, GroupBook, JobSpec
 from farm.client.polling import PollPolicy, deadline_after
+from farm.client.staleness import StalenessReport
 from farm.models import JobResult, SamplingParams, StageError
 from farm.retry import reconnecting
 
@@ -74,6 +76,9 @@ class DapoConfig(BaseModel):
     """True: unfinished jobs and surplus groups feed the next call; False: cancelled / discarded."""
     max_staleness: int | None = Field(1, ge=0)
     """Carried work opened more than this many policy versions ago is cancelled; None: never."""
+    max_offpolicyness: int | None = Field(None, ge=0)
+    """Finished groups with a sample whose oldest turn is more than this many versions behind the batch's
+    policy_version are left out of batches (farm/client/staleness.py); None: no bound."""
     run_id: str = Field(default_factory=lambda: f"dapo-{uuid.uuid4().hex[:10]}", pattern=RUN_ID_PATTERN)
     """Prefix of every group and job id (unique per consumer, so runs never collide on the farm)."""
     extra_metadata: dict[str, Any] = Field(default_factory=dict)
@@ -98,6 +103,8 @@ class BatchStats(BaseModel):
     exhausted: bool
     """The dataloader ran out before K groups came in."""
     wall_time_s: float
+    staleness: StalenessReport | None = None
+    """Off-policyness of the batch's samples in versions (per-turn versions, farm/client/staleness.py)."""
 
 
 class Batch(BaseModel):
@@ -146,6 +153,7 @@ class AsyncDapoConsumer:
         self._instances = _instances(dataloader)
         self._next_prompt = 0
         self._exhausted = False
+        self._offpolicy_dropped = 0
 
     @property
     def policy_version(self) -> int | None:
@@ -162,7 +170,8 @@ class AsyncDapoConsumer:
         if policy_version is not None:
             await self._set_version(policy_version)
         deadline = deadline_after(timeout_s)
-        while self.book.ready_count < k:
+        self._offpolicy_dropped = 0
+        while self._ready_within_bound() < k:
             self._fill()
             if not self._running:
                 break  # dataloader exhausted and nothing left running
@@ -194,6 +203,17 @@ class AsyncDapoConsumer:
     async def close(self) -> None:
         """Cancel everything this consumer still has on the farm."""
         await self._cancel(self.book.abandon())
+
+    def _ready_within_bound(self) -> int:
+        """Finished groups usable now: those over max_offpolicyness are left out (and counted)."""
+        bound, current = self.config.max_offpolicyness, self.book.policy_version
+        if bound is not None and current is not None:
+
+            def keep(group: Group) -> bool:
+                return staleness.within(group.results, current, bound)
+
+            self._offpolicy_dropped += self.book.keep_ready(keep)
+        return self.book.ready_count
 
     async def _set_version(self, policy_version: int) -> None:
         self.book.policy_version = policy_version
@@ -285,6 +305,12 @@ class AsyncDapoConsumer:
             carried_groups=self.book.ready_count,
             exhausted=self._exhausted and self.book.idle(),
             wall_time_s=time.monotonic() - started,
+            staleness=staleness.report(
+                (r for g in groups for r in g.results),
+                self.book.policy_version,
+                self.config.max_offpolicyness,
+                self._offpolicy_dropped,
+            ),
         )
 
 

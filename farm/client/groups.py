@@ -8,7 +8,7 @@ without a server.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
@@ -293,6 +293,13 @@ class GroupBook:
         self.counters.dropped_stale += len(self._ready) - len(fresh)
         self._ready = fresh
         return to_cancel
+
+    def keep_ready(self, keep: Callable[[Group], bool]) -> int:
+        """Leave out finished groups that fail `keep` (e.g. too off-policy); returns how many."""
+        kept = deque(g for g in self._ready if keep(g))
+        dropped = len(self._ready) - len(kept)
+        self._ready = kept
+        return dropped
 
     def take(self, k: int) -> list[Group]:
         return [self._ready.popleft() for _ in range(min(k, len(self._ready)))]

@@ -153,8 +153,11 @@ class FarmClient:
 
     # --- backends ---------------------------------------------------------------------------------
 
-    def add_llm_server(self, address: str, *, weight: int = 1, kind: str = "vllm") -> list[BackendInfo]:
-        return self._do(calls.add_llm_server(address, weight, kind))
+    def add_llm_server(
+        self, address: str, *, weight: int = 1, kind: str = "vllm", policy_version: int | None = None
+    ) -> list[BackendInfo]:
+        """Re-adding a registered address with a new `policy_version` publishes weights in place."""
+        return self._do(calls.add_llm_server(address, weight, kind, policy_version))
 
     def remove_llm_server(self, address: str) -> list[BackendInfo]:
         return self._do(calls.remove_llm_server(address))

@@ -21,6 +21,8 @@ class Generation(BaseModel):
     latency_s: float = Field(0.0, ge=0.0)
     stop_reason: str | int | None = None
     """The stop string or stop token id that ended generation, when the backend says (None for EOS)."""
+    weight_version: str | None = None
+    """The weights that produced it, when the backend says (SGLang's meta_info.weight_version)."""
 
     @model_validator(mode="after")
     def _aligned(self) -> Generation:

@@ -168,6 +168,9 @@ def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float)
     values = [e[0] for e in entries]
     _check_aligned(ids, values, backend)
     matched = finish.get("matched") if isinstance(finish, dict) else None
+    version = meta.get("weight_version")
+    if isinstance(version, bool) or not isinstance(version, str | int):
+        version = None
     return Generation(
         token_ids=ids,
         logprobs=values,
@@ -177,6 +180,7 @@ def _parse_sglang(payload: Any, backend: str, prompt_len: int, latency_s: float)
         backend=backend,
         latency_s=latency_s,
         stop_reason=matched if isinstance(matched, str | int) else None,
+        weight_version=None if version is None else str(version),
     )
 
 

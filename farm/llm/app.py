@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from farm.chat.tokenizer import ChatTokenizer
-from farm.llm import chat_formats, emulation, formats
+from farm.llm import chat_formats, emulation, formats, weights
 from farm.llm.config import Emulated, ServerConfig
 from farm.llm.engine import ContextWindowExceeded, Engine
 from farm.llm.policies import make_policy
@@ -39,6 +39,7 @@ def create_app(config: ServerConfig | None = None, **overrides: Any) -> FastAPI:
     _add_completion_route(app, engine)
     _add_chat_route(app, engine)
     _add_generate_route(app, engine)
+    weights.add_weight_routes(app, engine)
     return app
 
 
@@ -177,7 +178,7 @@ def _add_generate_route(app: FastAPI, engine: Engine) -> None:
             return JSONResponse(emulation.generate_error(str(exc)), status_code=400)
         started = time.perf_counter()
         sample = await engine.generate(prompt_ids, sampling)
-        return formats.sglang_response(
+        answer = formats.sglang_response(
             engine.tokenizer,
             prompt_ids,
             sample,
@@ -186,6 +187,8 @@ def _add_generate_route(app: FastAPI, engine: Engine) -> None:
             no_stop_trim=bool(params.get("no_stop_trim", False)),
             latency_s=time.perf_counter() - started,
         )
+        answer["meta_info"]["weight_version"] = sample.weight_version
+        return answer
 
 
 def _generate_prompt(tokenizer: ChatTokenizer, body: GenerateRequest) -> list[int]:

@@ -27,6 +27,29 @@ class Engine:
         self.policy = policy
         self.model_name = config.served_model_name or tokenizer.name
         self._rng = random.Random(config.seed)
+        self.gate: asyncio.Event | None = None
+        """Set while generating; vLLM-style /pause clears it and new requests wait (farm/llm/weights.py)."""
+        self._version_label = "default"
+        """SGLang's weight_version for a policy without weights (set by /update_weight_version)."""
+
+    @property
+    def weight_version(self) -> str:
+        version = getattr(self.policy, "weight_version", None)
+        return version if isinstance(version, str) else self._version_label
+
+    def set_weight_version(self, version: str) -> None:
+        if hasattr(self.policy, "weight_version"):
+            self.policy.weight_version = version
+        else:
+            self._version_label = version
+
+    async def update_weights_from_disk(self, model_path: str, weight_version: str | None) -> None:
+        """Load a checkpoint in place (no restart); ValueError when the policy has no weights or the
+        checkpoint does not fit. Requests in flight are not aborted: each finishes on one version."""
+        load = getattr(self.policy, "load_weights", None)
+        if load is None:
+            raise ValueError(f"the {self.policy.name} policy has no weights to load")
+        await anyio.to_thread.run_sync(load, model_path, weight_version)
 
     def resolve_max_tokens(self, prompt_len: int, max_tokens: int | None) -> int:
         """The budget for one call; raises ContextWindowExceeded as the emulated server would."""
@@ -56,12 +79,16 @@ class Engine:
 
     def _sample(self, prompt_ids: list[int], sampling: SamplingRequest) -> Sample:
         sample = self.policy.sample(prompt_ids, sampling)
+        if sample.weight_version is None:
+            sample.weight_version = self._version_label
         fault = self.finish_fault(sampling.seed)
         if fault is not None:
             sample = with_fault(self.tokenizer, sample, fault)
         return sample
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingRequest) -> Sample:
+        if self.gate is not None:
+            await self.gate.wait()
         sample = await anyio.to_thread.run_sync(self._sample, prompt_ids, sampling)
         delay = self.config.prefill_latency_ms + self.config.token_latency_ms * len(sample.token_ids)
         if delay > 0:
@@ -72,6 +99,8 @@ class Engine:
         self, prompt_ids: list[int], sampling: SamplingRequest
     ) -> AsyncIterator[tuple[int, Sample]]:
         """Yield (count of tokens released so far, full sample) paced like a real decode loop."""
+        if self.gate is not None:
+            await self.gate.wait()
         sample = await anyio.to_thread.run_sync(self._sample, prompt_ids, sampling)
         factor = self.latency_factor(sampling.seed)
         if self.config.prefill_latency_ms:
@@ -88,5 +117,6 @@ def with_fault(tokenizer: ChatTokenizer, sample: Sample, fault: str) -> Sample:
     if fault == "abort":
         kept = len(sample.token_ids) // 2
         ids = sample.token_ids[:kept]
-        return Sample(ids, sample.logprobs[:kept], "abort", None, tokenizer.decode(ids))
-    return Sample(sample.token_ids, sample.logprobs, fault, None, sample.text)
+        text = tokenizer.decode(ids)
+        return Sample(ids, sample.logprobs[:kept], "abort", None, text, sample.weight_version)
+    return Sample(sample.token_ids, sample.logprobs, fault, None, sample.text, sample.weight_version)

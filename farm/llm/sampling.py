@@ -37,6 +37,8 @@ class Sample:
     """The matched stop string or stop token id; None for end-of-turn or length."""
     text: str = ""
     """The decoded output with special tokens, cut before a matched stop string unless asked otherwise."""
+    weight_version: str | None = None
+    """The weights that produced every token of this sample (policies with weights: tiny)."""
 
 
 class StopChecker:

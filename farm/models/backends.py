@@ -16,3 +16,5 @@ class BackendInfo(BaseModel):
     in_flight: int = 0
     """LLM calls currently running against it."""
     healthy: bool = True
+    policy_version: int | None = None
+    """The weight version the trainer last published to it (None: never said)."""

@@ -75,3 +75,7 @@ class AddLLMServerRequest(BaseModel):
     weight: int = Field(1, ge=1)
     kind: Literal["vllm", "sglang"] = "vllm"
     """Which wire protocol the backend speaks: vLLM /v1/completions or SGLang /generate."""
+    policy_version: StrictInt | None = Field(None, ge=0)
+    """The trainer's version of the weights it serves. Adding a registered address again with a new version
+    updates it in place (a weight publish): jobs stay pinned, nothing is cleared, and every model call after
+    it is recorded with this version."""

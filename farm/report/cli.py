@@ -44,10 +44,12 @@ def render(summary: RunSummary, console: Console, title: str) -> None:
 
     if len(summary.steps) > 1:
         steps = Table(title="Reward per step")
-        for column in ("step", "jobs", "mean reward", "solved"):
+        for column in ("step", "jobs", "mean reward", "solved", "turn versions", "mixed-version jobs"):
             steps.add_column(column, justify="right")
         for s in summary.steps:
-            steps.add_row(str(s.step), str(s.jobs), f"{s.mean_reward:.3f}", f"{s.solved:.1%}")
+            versions = ", ".join(map(str, s.turn_versions)) or "-"
+            reward = f"{s.mean_reward:.3f}"
+            steps.add_row(str(s.step), str(s.jobs), reward, f"{s.solved:.1%}", versions, str(s.mixed))
         console.print(steps)
 
 

@@ -29,6 +29,10 @@ class StepReward(BaseModel):
     mean_reward: float
     solved: float
     """Fraction of scored jobs with reward > 0."""
+    turn_versions: list[int] = []
+    """The policy versions that sampled this step's turns (traces' `turn_policy_versions`)."""
+    mixed: int = 0
+    """Jobs whose turns came from more than one version (partial rollouts across a weight publish)."""
 
 
 class RunSummary(BaseModel):
@@ -72,17 +76,34 @@ def step_of(result: JobResult) -> int | None:
     return None
 
 
+def _turn_versions(result: JobResult) -> set[int]:
+    found: set[int] = set()
+    for trace in result.trajectory.traces:
+        for version in trace.metadata.get("turn_policy_versions") or []:
+            if isinstance(version, int) and not isinstance(version, bool):
+                found.add(version)
+    return found
+
+
 def reward_per_step(results: list[JobResult]) -> list[StepReward]:
     by_step: dict[int, list[float]] = defaultdict(list)
+    versions: dict[int, set[int]] = defaultdict(set)
+    mixed: dict[int, int] = defaultdict(int)
     for result in results:
         if result.reward is not None:
-            by_step[step_of(result) or 0].append(result.reward)
+            step = step_of(result) or 0
+            by_step[step].append(result.reward)
+            seen = _turn_versions(result)
+            versions[step] |= seen
+            mixed[step] += len(seen) > 1
     return [
         StepReward(
             step=step,
             jobs=len(rewards),
             mean_reward=fmean(rewards),
             solved=sum(r > 0 for r in rewards) / len(rewards),
+            turn_versions=sorted(versions[step]),
+            mixed=mixed[step],
         )
         for step, rewards in sorted(by_step.items())
     ]

@@ -27,6 +27,9 @@ class Segment(BaseModel):
     ids: list[int]
     text: list[str]
     logprobs: list[float]
+    policy_version: int | None = None
+    """The policy version that sampled this turn (the trace's `turn_policy_versions`); None when masked
+    or not recorded."""
 
 
 class TraceSummary(BaseModel):
@@ -128,8 +131,12 @@ def segments(trace: Trace, texts: list[str]) -> list[Segment]:
     out: list[Segment] = []
     start = 0
     n = len(trace.response_ids)
+    versions = trace.metadata.get("turn_policy_versions") or []
+    turn = 0
     for i in range(1, n + 1):
         if i == n or trace.loss_mask[i] != trace.loss_mask[start]:
+            sampled = trace.loss_mask[start] == 1
+            version = versions[turn] if sampled and turn < len(versions) else None
             out.append(
                 Segment(
                     mask=trace.loss_mask[start],
@@ -137,8 +144,10 @@ def segments(trace: Trace, texts: list[str]) -> list[Segment]:
                     ids=trace.response_ids[start:i],
                     text=texts[start:i],
                     logprobs=trace.response_logprobs[start:i],
+                    policy_version=version if isinstance(version, int) else None,
                 )
             )
+            turn += sampled
             start = i
     return out
 

@@ -39,7 +39,8 @@ const traj = {
       }
     }, { rootMargin: "400px" });
     for (const seg of data.segments) {
-      const label = seg.mask ? "sampled turn" : "farm-appended (tool result / template)";
+      const version = seg.policy_version === null || seg.policy_version === undefined ? "" : " · policy v" + seg.policy_version;
+      const label = seg.mask ? "sampled turn" + version : "farm-appended (tool result / template)";
       const box = farm.el("div", { class: "tokens seg", "data-mask": seg.mask, "data-start": seg.start,
         style: "min-height:" + Math.min(400, 1 + Math.ceil(seg.ids.length / 60)) * 1.7 + "em" });
       const head = farm.el("div", { class: "mute" }, "#" + seg.start + " · " + seg.ids.length + " tokens · " + label);

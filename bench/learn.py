@@ -1,0 +1,323 @@
+"""A learning run through the farm: `python -m bench.learn`.
+
+The `tiny` policy (the reference LLM's small Llama, farm/llm/policies/tiny.py) learns a tool task through
+the farm's public REST API: the math handler's agent loop, its `python` tool in the bubblewrap sandbox and
+its evaluator (reward 1 when the \\boxed{} answer is right). Random `tiny` weights sample almost uniformly
+(a `<tool_call>` token about once in 7,700), so RL alone cannot find the tool: the run first warm-starts
+on farm-generated SFT data (the scripted reference LLM solves each question with one python call; its
+successful trajectories go through the SFT adapter, `to_sft_records(style="tokens")`), stopping while the
+policy still succeeds only now and then, then trains with the compact GRPO loop of examples/farm_grpo.py.
+
+After every step the trainer publishes its weights in place (SGLang's /update_weights_from_disk on the
+reference LLM, the pool re-registered with the new policy_version): rollouts kept in flight across the
+publish continue (partial rollouts, each turn recording its version), and batches are assembled under a
+staleness bound (`--max-offpolicyness`). Per step it prints mean reward, tool calls per episode, the
+batch's staleness, and the max / mean |Δ| between the trainer's recomputed logprobs (each turn under the
+weights that sampled it) and the farm's; it ends with `reward <start> -> <end> in <N> steps, <T> s`, where
+start is the first batch's mean reward (after warm-start, before any RL step) and end the mean of the
+last three batches. Results go to farm-runs/learn-<time>.jsonl (`farm report` draws the reward curve).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+from rich.console import Console
+from rich.table import Table
+from transformers.utils import logging as hf_logging
+
+from examples.farm_grpo import (
+    Mismatch,
+    Publisher,
+    Snapshots,
+    build_tiny,
+    check_trace,
+    episode_stats,
+    grpo_loss,
+    through_the_tool,
+    warm_start,
+)
+from farm.adapters.sft import to_sft_records
+from farm.chat.tokenizer import ChatTokenizer
+from farm.client import DapoConfig, DapoConsumer, FarmClient
+from farm.embedded_redis import free_port
+from farm.launcher import LocalFarm, WorkerSpec, stop_signals_as_keyboard_interrupt
+
+TEMPERATURE = 1.0
+
+
+def questions(count: int, seed: int) -> list[dict[str, Any]]:
+    """Math-handler instances: `What is A + B?` with two-digit operands (fixed by the seed)."""
+    rng = random.Random(seed)
+    pairs: list[tuple[int, int]] = []
+    while len(pairs) < count:
+        pair = (rng.randint(10, 49), rng.randint(10, 49))
+        if pair not in pairs:
+            pairs.append(pair)
+    return [
+        {
+            "handler": "math",
+            "question": f"What is {a} + {b}?",
+            "answer": str(a + b),
+            "max_turns": 3,
+            "max_context_tokens": 1024,
+        }
+        for a, b in pairs
+    ]
+
+
+def write_scripts(instances: list[dict[str, Any]], path: Path) -> None:
+    """The scripted reference LLM's solution of each question: one python call, then the boxed result."""
+    with path.open("w") as out:
+        for inst in instances:
+            a, b = inst["question"].removeprefix("What is ").removesuffix("?").split(" + ")
+            steps = [
+                {"tool": "python", "arguments": {"code": f"print({a} + {b})"}},
+                {"say": "\\boxed{ {{- tool_output -}} }"},
+            ]
+            out.write(json.dumps({"match": inst["question"], "steps": steps}) + "\n")
+
+
+def start_llm(
+    policy: str, extra: list[str], env: dict[str, str], log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    argv = [sys.executable, "-m", "farm.cli", "llm", "serve", "--policy", policy, "--port", str(port), *extra]
+    proc = subprocess.Popen(
+        argv, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the {policy} LLM server exited; see {log}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"the {policy} LLM server did not answer within 120 s; see {log}")
+
+
+def sft_data(farm: FarmClient, instances: list[dict[str, Any]], samples: int) -> list[dict[str, Any]]:
+    """Farm-generated SFT data: each question solved by the scripted LLM, kept when rewarded."""
+    sampling = {"temperature": TEMPERATURE, "max_tokens": 48}
+    ids = [farm.submit(inst, sampling) for inst in instances for _ in range(samples)]
+    results = list(farm.as_completed(ids, timeout_s=300))
+    unique: dict[str, dict[str, Any]] = {}
+    for record in to_sft_records(results, min_reward=1.0, style="tokens"):
+        unique.setdefault(json.dumps(record["input_ids"]), record)
+    return list(unique.values())
+
+
+def cycle(instances: list[dict[str, Any]], seed: int) -> Iterator[dict[str, Any]]:
+    rng = random.Random(seed)
+    for _ in itertools.count():
+        order = list(instances)
+        rng.shuffle(order)
+        yield from order
+
+
+def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    started = time.monotonic()
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()  # a checkpoint per step: no progress bar each time
+    work = Path(tempfile.mkdtemp(prefix="bench-learn-"))
+    instances = questions(args.questions, args.seed)
+    write_scripts(instances, work / "scripts.jsonl")
+    tokenizer = ChatTokenizer.load(None)
+    workers = [WorkerSpec("init,eval", concurrency=4), WorkerSpec("run", concurrency=16)]
+    local = LocalFarm(
+        workers=workers,
+        llm_args=["--scripts", str(work / "scripts.jsonl"), "--no-handler-scripts", "--accuracy", "1"],
+        env={"FARM_WORKDIR": str(work / "farm")},
+        log_dir=work / "logs",
+    )
+    tiny: subprocess.Popen[bytes] | None = None
+    rows: list[dict[str, Any]] = []
+    run_file = Path(args.runs_dir) / f"learn-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    run_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with local, FarmClient(local.api_url) as farm:
+            env = local.child_env()
+            tiny, tiny_url = start_llm("tiny", ["--emulate", "sglang"], env, work / "logs" / "tiny.log")
+            records = sft_data(farm, instances, samples=2)
+            model = build_tiny(tokenizer, args.seed)
+            epochs, chance, optimizer = warm_start(
+                model, records, args.warm_target, args.sft_lr, args.sft_max_epochs
+            )
+            warm_s = time.monotonic() - started
+            console.print(
+                f"farm up, {len(records)} SFT episodes from the scripted LLM; warm start: {epochs} epochs, "
+                f"chance of a recorded success {chance:.2f}, {warm_s:.0f} s since start (logs: {work})"
+            )
+            farm.clear_llm_servers()  # the scripted LLM leaves the pool; from here on only `tiny` serves
+            publisher = Publisher(farm, [tiny_url], work / "checkpoints")
+            snapshots = Snapshots(keep=args.max_offpolicyness + 2)
+            version = 0
+            publisher.publish(model, version)
+            snapshots.add(version, model)
+            for options in optimizer.param_groups:
+                options["lr"] = args.lr
+            config = DapoConfig(
+                n=args.n,
+                concurrency=args.groups * args.n + args.extra_in_flight,
+                sampling_params={"temperature": TEMPERATURE, "max_tokens": 40},
+                filter_zero_variance=False,
+                carry_over=True,
+                max_staleness=None,
+                max_offpolicyness=args.max_offpolicyness,
+                seed=args.seed,
+                extra_metadata={"run": run_file.stem},
+            )
+            with DapoConsumer(local.api_url, cycle(instances, args.seed), config) as dapo:
+                for step in range(args.steps):
+                    batch = dapo.next_batch(args.groups, policy_version=version, timeout_s=600)
+                    groups = [through_the_tool(g) for g in batch.groups]
+                    results = batch.results
+                    mismatch = Mismatch()
+                    for result in results:
+                        for trace in result.trajectory.traces:
+                            check_trace(trace, snapshots, TEMPERATURE, mismatch)
+                    stats = episode_stats(results, [w for g in groups for w in g.rewards])
+                    loss, tokens = grpo_loss(model, groups, TEMPERATURE)
+                    if tokens:
+                        optimizer.zero_grad()
+                        (loss / tokens).backward()
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                        optimizer.step()
+                    with run_file.open("a") as out:
+                        for result in results:
+                            result.metadata.update({"step": step, "trainer_version": version})
+                            out.write(result.model_dump_json() + "\n")
+                    version += 1
+                    publisher.publish(model, version)
+                    snapshots.add(version, model)
+                    report = batch.stats.staleness
+                    row = {
+                        "step": step,
+                        **stats,
+                        "staleness_max": report.max if report else None,
+                        "staleness_mean": report.mean if report else None,
+                        "mixed": report.mixed if report else 0,
+                        "dropped": report.dropped_groups if report else 0,
+                        "mismatch_max": mismatch.max,
+                        "mismatch_mean": mismatch.mean,
+                        "unchecked": mismatch.tokens_unchecked,
+                        "elapsed_s": time.monotonic() - started,
+                    }
+                    rows.append(row)
+                    console.print(_line(row))
+                    if time.monotonic() - started > args.max_seconds:
+                        console.print(f"stopping: {args.max_seconds:.0f} s budget spent")
+                        break
+    finally:
+        if tiny is not None:
+            tiny.terminate()
+            tiny.wait(10)
+    elapsed = time.monotonic() - started
+    summary = _summary(rows, elapsed, warm_s, publisher.seconds, run_file)
+    console.print(_table(rows))
+    console.print(
+        f"reward {summary['start']:.2f} -> {summary['end']:.2f} in {len(rows)} steps, {elapsed:.0f} s"
+    )
+    return summary
+
+
+def _line(row: dict[str, Any]) -> str:
+    return (
+        f"step {row['step']:3d}  reward {row['reward']:.2f} (evaluator {row['evaluator_reward']:.2f})  "
+        f"tool calls/ep {row['tool_calls']:.2f} "
+        f"(per success {row['tool_calls_success']:.2f})  "
+        f"staleness max {row['staleness_max']} mean {row['staleness_mean']:.2f} (mixed {row['mixed']}, "
+        f"dropped {row['dropped']})  |Δ| max {row['mismatch_max']:.1e} mean {row['mismatch_mean']:.1e}  "
+        f"{row['elapsed_s']:.0f} s"
+    )
+
+
+def _table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="learning run: tiny policy, math + python tool, through the farm's REST API")
+    for column in ("step", "reward", "tool calls/ep", "calls/success", "staleness max", "staleness mean",
+                   "mixed-version", "|Δ| max", "|Δ| mean", "s"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["step"]),
+            f"{r['reward']:.2f}",
+            f"{r['tool_calls']:.2f}",
+            "-" if math.isnan(r["tool_calls_success"]) else f"{r['tool_calls_success']:.2f}",
+            str(r["staleness_max"]),
+            f"{r['staleness_mean']:.2f}",
+            str(r["mixed"]),
+            f"{r['mismatch_max']:.1e}",
+            f"{r['mismatch_mean']:.1e}",
+            f"{r['elapsed_s']:.0f}",
+        )
+    return table
+
+
+def _summary(
+    rows: list[dict[str, Any]], elapsed: float, warm_s: float, publish_s: float, run_file: Path
+) -> dict[str, Any]:
+    tail = rows[-3:]
+    wins = [r for r in tail if not math.isnan(r["tool_calls_success"])]
+    return {
+        "start": rows[0]["reward"],
+        "end": sum(r["reward"] for r in tail) / len(tail),
+        "steps": len(rows),
+        "seconds": elapsed,
+        "warm_start_s": warm_s,
+        "publish_s": publish_s,
+        "tool_calls_per_success_end": sum(r["tool_calls_success"] for r in wins) / len(wins)
+        if wins
+        else None,
+        "mismatch_max": max(r["mismatch_max"] for r in rows),
+        "staleness_max": max((r["staleness_max"] or 0) for r in rows),
+        "run_file": str(run_file),
+        "load_avg": os.getloadavg(),
+    }
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.learn", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--groups", type=int, default=2, help="groups (prompts) per step")
+    parser.add_argument("--n", type=int, default=8, help="samples per prompt")
+    parser.add_argument("--questions", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--sft-lr", type=float, default=3e-3)
+    parser.add_argument("--sft-max-epochs", type=int, default=150)
+    parser.add_argument("--warm-target", type=float, default=0.05,
+                        help="stop warm-starting once a recorded success has this chance at T=1")  # fmt: skip
+    parser.add_argument("--extra-in-flight", type=int, default=8,
+                        help="rollouts kept running across each publish beyond the batch")  # fmt: skip
+    parser.add_argument("--max-offpolicyness", type=int, default=1)
+    parser.add_argument("--max-seconds", type=float, default=540)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs-dir", default="farm-runs")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    with stop_signals_as_keyboard_interrupt():  # SIGTERM too stops the farm it started
+        return run(parse(argv), Console(width=150))
+
+
+if __name__ == "__main__":
+    main()

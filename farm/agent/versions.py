@@ -1,0 +1,89 @@
+"""Which policy version produced each model call of a rollout, and when a rollout is too far behind.
+
+A weight publish aborts nothing: a rollout in flight keeps going (a partial rollout, as AReaL and ROLL run
+them) and each of its turns records the version that sampled it. The version comes from the backend when
+it says (SGLang's `meta_info.weight_version`, set by the trainer's `update_weights_from_disk`), else from
+the pool registration the call was sent under (the trainer re-adds the address with its `policy_version`);
+`source` tells which, since a registration read when the call was sent can be one behind a publish that
+landed during the call.
+
+`max_policy_lag` K (a job's `metadata.max_policy_lag`, else FARM_MAX_POLICY_LAG; unset = always continue)
+ends a rollout before its next call when the backend now serves a version more than K past the rollout's
+oldest turn: its trace ends with finish_reason `stale_policy`, its state `cancelled`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from farm.errors import JobCancelled
+
+VersionSource = Literal["backend", "pool", "unknown"]
+
+
+class PolicyTooStale(JobCancelled):
+    """The rollout's oldest turn is more than `max_policy_lag` versions behind the backend's weights."""
+
+
+def parse_version(value: Any) -> int | None:
+    """A version as an integer: ints, and strings of digits (SGLang's weight_version is a string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def max_lag(metadata: dict[str, Any], default: int | None) -> int | None:
+    """The rollout's lag bound: its metadata's `max_policy_lag` when a non-negative int, else the farm's."""
+    value = metadata.get("max_policy_lag")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return default
+
+
+@dataclass
+class TurnVersions:
+    """The version of each model call of one rollout, in call order."""
+
+    max_lag: int | None = None
+    versions: list[int | None] = field(default_factory=list)
+    sources: list[VersionSource] = field(default_factory=list)
+
+    def check(self, serving: int | None) -> None:
+        """Before a call to a backend serving `serving`: raise PolicyTooStale when the oldest turn is
+        more than max_lag versions behind it."""
+        known = [v for v in self.versions if v is not None]
+        if self.max_lag is None or serving is None or not known:
+            return
+        oldest = min(known)
+        if serving - oldest > self.max_lag:
+            raise PolicyTooStale(
+                f"the rollout's oldest turn is version {oldest}, the backend serves {serving} "
+                f"(more than max_policy_lag={self.max_lag} behind)"
+            )
+
+    def record(self, reported: str | None, registered: int | None) -> None:
+        from_backend = parse_version(reported)
+        if from_backend is not None:
+            self.versions.append(from_backend)
+            self.sources.append("backend")
+        elif registered is not None:
+            self.versions.append(registered)
+            self.sources.append("pool")
+        else:
+            self.versions.append(None)
+            self.sources.append("unknown")
+
+    def metadata(self) -> dict[str, Any]:
+        """What a trace carries: one version per model call (the k-th run of loss-mask-1 tokens is the
+        k-th call) and where each came from."""
+        known = [v for v in self.versions if v is not None]
+        return {
+            "turn_policy_versions": list(self.versions),
+            "turn_policy_version_sources": list(self.sources),
+            "policy_version_span": [min(known), max(known)] if known else None,
+        }
