@@ -114,8 +114,11 @@ def normalise_address(address: str) -> str:
     return address.strip().rstrip("/")
 
 
-def _meta(weight: int, kind: str) -> str:
-    return json.dumps({"weight": weight, "kind": kind, "added_at": time.time()})
+def _meta(weight: int, kind: str, tool_call_parser: str | None = None) -> str:
+    meta: dict[str, Any] = {"weight": weight, "kind": kind, "added_at": time.time()}
+    if tool_call_parser:
+        meta["tool_call_parser"] = tool_call_parser
+    return json.dumps(meta)
 
 
 def _infos(
@@ -131,6 +134,7 @@ def _infos(
             assigned=int(assigned.get(address, 0)),
             in_flight=max(0, int(inflight.get(address, 0))),
             healthy=address not in unhealthy,
+            tool_call_parser=meta.get("tool_call_parser"),
         )
         rows.append((int(meta.get("order", 0)), info))
     return [info for _, info in sorted(rows, key=lambda r: r[0])]
@@ -139,9 +143,11 @@ def _infos(
 class PoolOps:
     """Each pool operation written once (farm/redis_ops.py); the pool holds no state of its own."""
 
-    def add(self, address: str, weight: int = 1, kind: str = "vllm") -> Op[list[BackendInfo]]:
+    def add(
+        self, address: str, weight: int = 1, kind: str = "vllm", tool_call_parser: str | None = None
+    ) -> Op[list[BackendInfo]]:
         keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
-        yield Script(_ADD, keys_, [normalise_address(address), _meta(weight, kind)])
+        yield Script(_ADD, keys_, [normalise_address(address), _meta(weight, kind, tool_call_parser)])
         return (yield from self.list())
 
     def remove(self, address: str) -> Op[bool]:
@@ -248,7 +254,8 @@ def _pinned(reply: list[Any] | None) -> BackendInfo | None:
         return None
     meta = json.loads(_decode(reply[1]))
     kind, weight = meta.get("kind", "vllm"), int(meta.get("weight", 1))
-    return BackendInfo(address=_decode(reply[0]), kind=kind, weight=weight)
+    parser = meta.get("tool_call_parser")
+    return BackendInfo(address=_decode(reply[0]), kind=kind, weight=weight, tool_call_parser=parser)
 
 
 def _text(mapping: dict[Any, Any]) -> dict[str, str]:

@@ -53,6 +53,8 @@ class PolicyClient:
         self.max_failovers = max_failovers
         self.backends_used: list[str] = []
         self.calls = 0
+        self.tool_call_parser: str | None = None
+        """The tool-call parser the backend of the last call was registered with (None: not named)."""
 
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation:
         """Failover, attempt limits and what counts as the backend's trouble: farm/inference/policy.py,
@@ -83,6 +85,7 @@ class PolicyClient:
             finally:
                 self.pool.call_finished(backend.address)
             self.calls += 1
+            self.tool_call_parser = backend.tool_call_parser
             if not self.backends_used or self.backends_used[-1] != backend.address:
                 self.backends_used.append(backend.address)
             return generation

@@ -24,6 +24,7 @@ from farm.models.requests import (
     RemoveLLMServerRequest,
 )
 from farm.models.results import JobResult
+from farm.settings import get_settings
 from farm.web.responses import errors
 from farm.web.security import require_token
 from farm.workers import live_workers_async
@@ -106,7 +107,9 @@ async def add_llm_server(
     """The address must be http(s) and inside FARM_BACKEND_ALLOW (default: loopback and private
     networks); redirects from it are never followed."""
     await check_url(farm.backend_urls, body.address, ("body", "address"))
-    return await farm.pool.add(body.address, weight=body.weight, kind=body.kind)
+    return await farm.pool.add(
+        body.address, weight=body.weight, kind=body.kind, tool_call_parser=body.tool_call_parser
+    )
 
 
 @router.post("/remove_llm_server", response_model=list[BackendInfo], responses=errors(404))
@@ -159,6 +162,9 @@ async def status(farm: FarmState = Depends(farm_state)) -> dict[str, Any]:
             for w in sorted(workers, key=lambda w: w.get("hostname", ""))
         ],
         "backends": [b.model_dump() for b in await farm.pool.list()],
+        # a job's metadata.tool_call_parser, else its backend's, else this, else the tokenizer's guess
+        # ("auto"); each trace's metadata says which one ran (tool_call_parser, tool_call_parser_from)
+        "tool_call_parser": get_settings().tool_call_parser or "auto",
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from farm.chat.tool_calls import parse_assistant
+from farm.chat.tool_calls import ParsedAssistant, parse_assistant
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOLS_HEADER = "\n\n# Tools\n\n"
@@ -29,7 +29,8 @@ class ParsedConversation(BaseModel):
     """What that open turn already holds (e.g. a prefilled answer)."""
 
 
-def parse_chatml(text: str) -> ParsedConversation:
+def parse_chatml(text: str, parser: str | None = None) -> ParsedConversation:
+    """`parser` reads the assistant turns' tool calls (default Hermes; farm/chat/tool_parsers.py)."""
     parsed = ParsedConversation()
     for chunk in text.split(IM_START)[1:]:
         role, _, body = chunk.partition("\n")
@@ -41,7 +42,7 @@ def parse_chatml(text: str) -> ParsedConversation:
         if role == "user" and (results := _tool_responses(body)) is not None:
             parsed.messages += [{"role": "tool", "content": result} for result in results]
             continue
-        parsed.messages.append(_message(role, body, parsed))
+        parsed.messages.append(_message(role, body, parsed, parser))
     return parsed
 
 
@@ -57,7 +58,7 @@ def _tool_responses(body: str) -> list[str] | None:
     return results if results and not rest else None
 
 
-def _message(role: str, body: str, parsed: ParsedConversation) -> dict[str, Any]:
+def _message(role: str, body: str, parsed: ParsedConversation, parser: str | None) -> dict[str, Any]:
     if role == "system" and not parsed.messages and "<tools>\n" in body:
         parsed.tools = _tools(body)
         if TOOLS_HEADER in body:
@@ -70,7 +71,7 @@ def _message(role: str, body: str, parsed: ParsedConversation) -> dict[str, Any]
             body = body[len(TOOL_RESPONSE_OPEN) : -len(TOOL_RESPONSE_CLOSE)]
         return {"role": "tool", "content": body}
     if role == "assistant":
-        answer = parse_assistant(body)
+        answer = _read_answer(body, parser)
         message: dict[str, Any] = {"role": "assistant", "content": answer.content}
         if answer.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
@@ -90,3 +91,11 @@ def _tools(section: str) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return tools
+
+
+def _read_answer(body: str, parser: str | None) -> ParsedAssistant:
+    if parser is None or parser == "hermes":
+        return parse_assistant(body)
+    from farm.chat.tool_parsers import parse_with  # tool_parsers imports this module's neighbours
+
+    return parse_with(parser, body, IM_END)

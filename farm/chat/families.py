@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from farm.chat.family_tool_calls import DS_BEGIN, MISTRAL_CALLS, ds_token, parse_deepseek, parse_mistral
+from farm.chat.family_tool_calls import DS_BEGIN, MISTRAL_CALLS, parse_deepseek, parse_mistral
 from farm.chat.tool_calls import (
     TOOL_CALL_OPEN,
     ParsedAssistant,
@@ -43,6 +43,10 @@ def detect_family(is_single_token: Callable[[str], bool]) -> Family:
     return "hermes"
 
 
+PARSER_OF: dict[Family, str] = {"hermes": "hermes", "mistral": "mistral", "deepseek": "deepseek_v3"}
+"""The tool-call parser a family's vocabulary implies when nothing else says (farm/chat/tool_parsers.py)."""
+
+
 def parse_family(family: Family, text: str, eot: str) -> ParsedAssistant:
     """Parse one sampled assistant turn (with or without its end-of-turn text `eot`) in `family`'s format."""
     if family == "hermes":
@@ -52,11 +56,3 @@ def parse_family(family: Family, text: str, eot: str) -> ParsedAssistant:
     reasoning, text = split_reasoning(text)
     content, calls, errors = _SPLITTERS[family](text)
     return ParsedAssistant(content=content.strip(), tool_calls=calls, errors=errors, reasoning=reasoning)
-
-
-CALL_HINTS: dict[Family, str] = {
-    "hermes": '<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
-    "mistral": '[TOOL_CALLS][{"name": ..., "arguments": {...}}]',
-    "deepseek": f"{DS_BEGIN}...function{ds_token('tool_sep')}NAME with the arguments in a ```json block",
-}
-"""How a call of each family looks, for the agent loop's feedback on a call it could not parse."""

@@ -22,6 +22,7 @@ from typing import Any
 from farm.chat.chatml import ParsedConversation, parse_chatml
 from farm.chat.families import Family, parse_family
 from farm.chat.family_tool_calls import ds_token
+from farm.chat.tool_parsers import parse_with
 
 DS_BOS, DS_EOS = ds_token("begin_of_sentence"), ds_token("end_of_sentence")
 DS_USER, DS_ASSISTANT = "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"
@@ -34,16 +35,17 @@ M_RESULTS = ("[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 _DS_TOOL_NAME = re.compile(r"^### (\S+)$", re.MULTILINE)
 
 
-def parse_prompt(family: Family, text: str) -> ParsedConversation:
+def parse_prompt(family: Family, text: str, parser: str | None = None) -> ParsedConversation:
+    """`parser` reads the assistant turns' tool calls (default: the family's own format)."""
     if family == "deepseek":
-        return parse_deepseek_prompt(text)
+        return parse_deepseek_prompt(text, parser)
     if family == "mistral":
-        return parse_mistral_prompt(text)
-    return parse_chatml(text)
+        return parse_mistral_prompt(text, parser)
+    return parse_chatml(text, parser)
 
 
-def _assistant(family: Family, body: str, eos: str) -> dict[str, Any]:
-    answer = parse_family(family, body, eos)
+def _assistant(family: Family, body: str, eos: str, parser: str | None = None) -> dict[str, Any]:
+    answer = parse_with(parser, body, eos) if parser else parse_family(family, body, eos)
     message: dict[str, Any] = {"role": "assistant", "content": answer.content}
     if answer.tool_calls:
         message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
@@ -57,17 +59,19 @@ def _until(text: str, end: str) -> tuple[str, bool, str]:
     return inside, bool(found), rest
 
 
-def _open_answer(parsed: ParsedConversation, rest: str, eos: str, family: Family) -> str:
+def _open_answer(
+    parsed: ParsedConversation, rest: str, eos: str, family: Family, parser: str | None = None
+) -> str:
     """An assistant answer at `rest`: a message if closed by `eos`, else the open generation turn."""
     body, closed, rest = _until(rest, eos)
     if closed:
-        parsed.messages.append(_assistant(family, body, eos))
+        parsed.messages.append(_assistant(family, body, eos, parser))
     else:
         parsed.open_role, parsed.open_text = "assistant", body
     return rest
 
 
-def parse_deepseek_prompt(text: str) -> ParsedConversation:
+def parse_deepseek_prompt(text: str, parser: str | None = None) -> ParsedConversation:
     parsed = ParsedConversation()
     rest = text.removeprefix(DS_BOS)
     system, _, rest = rest.partition(DS_USER)
@@ -86,20 +90,20 @@ def parse_deepseek_prompt(text: str) -> ParsedConversation:
             parsed.messages.append({"role": "user", "content": rest[len(DS_USER) : end]})
             rest = rest[end:]
         elif rest.startswith(DS_ASSISTANT):
-            rest = _open_answer(parsed, rest[len(DS_ASSISTANT) :], DS_EOS, "deepseek")
+            rest = _open_answer(parsed, rest[len(DS_ASSISTANT) :], DS_EOS, "deepseek", parser)
         elif rest.startswith(DS_OUTPUTS[0]):
             outputs, _, rest = _until(rest[len(DS_OUTPUTS[0]) :], DS_OUTPUTS[1])
             for chunk in outputs.split(DS_OUTPUT[0])[1:]:
                 parsed.messages.append({"role": "tool", "content": chunk.partition(DS_OUTPUT[1])[0]})
             if not rest.startswith((DS_USER, DS_ASSISTANT, DS_OUTPUTS[0])):
-                rest = _open_answer(parsed, rest, DS_EOS, "deepseek")
+                rest = _open_answer(parsed, rest, DS_EOS, "deepseek", parser)
         else:  # text outside any turn: keep it visible rather than drop it
             parsed.messages.append({"role": "user", "content": rest})
             break
     return parsed
 
 
-def parse_mistral_prompt(text: str) -> ParsedConversation:
+def parse_mistral_prompt(text: str, parser: str | None = None) -> ParsedConversation:
     parsed = ParsedConversation()
     rest = text.removeprefix(M_BOS)
     while rest:
@@ -109,21 +113,21 @@ def parse_mistral_prompt(text: str) -> ParsedConversation:
         elif rest.startswith(M_INST[0]):
             content, _, rest = _until(rest[len(M_INST[0]) :], M_INST[1])
             parsed.messages.append({"role": "user", "content": content})
-            rest = _answer_unless_marker(parsed, rest)
+            rest = _answer_unless_marker(parsed, rest, parser)
         elif rest.startswith(M_RESULTS[0]):
             result, _, rest = _until(rest[len(M_RESULTS[0]) :], M_RESULTS[1])
             parsed.messages.append({"role": "tool", "content": _tool_result(result)})
-            rest = _answer_unless_marker(parsed, rest)
+            rest = _answer_unless_marker(parsed, rest, parser)
         else:
             parsed.messages.append({"role": "user", "content": rest})
             break
     return parsed
 
 
-def _answer_unless_marker(parsed: ParsedConversation, rest: str) -> str:
+def _answer_unless_marker(parsed: ParsedConversation, rest: str, parser: str | None = None) -> str:
     if rest.startswith((M_TOOLS[0], M_INST[0], M_RESULTS[0])):
         return rest
-    return _open_answer(parsed, rest, M_EOS, "mistral")
+    return _open_answer(parsed, rest, M_EOS, "mistral", parser)
 
 
 def _json_list(section: str) -> list[dict[str, Any]]:

@@ -16,3 +16,6 @@ class BackendInfo(BaseModel):
     in_flight: int = 0
     """LLM calls currently running against it."""
     healthy: bool = True
+    tool_call_parser: str | None = None
+    """The tool-call parser for the model this backend serves (vLLM/SGLang `--tool-call-parser` names,
+    farm/chat/tool_parsers.py); None: the farm's setting, else the tokenizer's guess."""
