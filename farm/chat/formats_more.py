@@ -71,34 +71,58 @@ def _property_type(schemas: Schemas, tool: str, key: str) -> str | None:
 
 
 def _typed(value: str, kind: str | None) -> Any:
-    """Argument text converted as the servers convert it: kept as text for strings and for parameters
-    the schema does not know, else read as a number, boolean or JSON (Python literal as a fallback)."""
-    if value.strip().lower() == "null" and kind != "string":
+    """Qwen3-Coder's argument text converted as the servers convert it: `null` is None whatever the type;
+    kept as text for strings and for parameters the schema does not type, else read as an integer,
+    number, boolean, or JSON (a Python literal as a fallback, the text itself as the last)."""
+    if value.lower() == "null":
         return None
-    if kind is None or kind in ("string", "str", "text"):
+    if kind is None or kind in ("string", "str", "text", "varchar", "char", "enum"):
         return value
-    text = value.strip()
-    if kind in ("integer", "int"):
+    if kind.startswith(("int", "uint", "long", "short", "unsigned")):
         try:
-            return int(text)
+            return int(value)
         except ValueError:
             return value
-    if kind in ("number", "float"):
+    if kind.startswith(("num", "float")):
         try:
-            number = float(text)
+            number = float(value)
         except ValueError:
             return value
-        return int(number) if number.is_integer() and not any(c in text for c in ".eE") else number
-    if kind in ("boolean", "bool"):
-        return text.lower() == "true" if text.lower() in ("true", "false") else value
+        return int(number) if number.is_integer() and not any(c in value for c in ".eE") else number
+    if kind in ("boolean", "bool", "binary"):
+        return value.lower() == "true"
+    with contextlib.suppress(json.JSONDecodeError):
+        return json.loads(value)
+    return _literal(value)
+
+
+def _literal(value: str) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return ast.literal_eval(text)
+        return ast.literal_eval(value)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return value
+
+
+_MISSING = object()
+
+
+def _glm_typed(value: str, kind: str | None) -> Any:
+    """GLM's argument text as SGLang's glm45 reads it: JSON when it is JSON (a string-typed parameter
+    keeps the text of a bare number or boolean), else for strings the text without wrapping quotes,
+    else a Python literal, else the text."""
+    parsed: Any = _MISSING
+    with contextlib.suppress(json.JSONDecodeError):
+        parsed = json.loads(value)
+    if parsed is not _MISSING:
+        if kind == "number" and isinstance(parsed, str):
+            parsed = _typed(parsed, "number")
+        if kind == "string" and not isinstance(parsed, (str, dict, list)):
+            return value
+        return parsed
+    if kind == "string":
+        quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'"
+        return value[1:-1] if quoted else value
+    return _literal(value)
 
 
 def _json_args(raw: str, number: int, errors: list[str], name: str) -> dict[str, Any] | None:
@@ -160,20 +184,11 @@ def split_glm45(text: str, schemas: Schemas) -> Split:
             )
             continue
         arguments = {
-            key.strip(): _typed(value, _property_type(schemas, name, key.strip()) or _guess(value))
+            key.strip(): _glm_typed(value, _property_type(schemas, name, key.strip()))
             for key, value in _GLM_ARG.findall(rest)
         }
         calls.append(ToolCall(name=name, arguments=arguments))
     return text[:start], calls, errors
-
-
-def _guess(value: str) -> str:
-    """GLM's servers read an argument whose type the schema does not give as JSON when it is JSON."""
-    try:
-        json.loads(value)
-    except json.JSONDecodeError:
-        return "string"
-    return "object"
 
 
 def split_kimi_k2(text: str, schemas: Schemas) -> Split:
@@ -258,7 +273,7 @@ def _llama_objects(text: str) -> Split:
                 break
             at = text.find("{", at + 1)
             continue
-        if isinstance(value, dict) and "name" in value:
+        if isinstance(value, dict) and "name" in value and ("parameters" in value or "arguments" in value):
             call = _llama_call(value, len(calls) + len(errors) + 1, errors)
             outside.append(text[cursor:at])
             cursor = end
@@ -334,11 +349,17 @@ def split_pythonic(text: str, schemas: Schemas) -> Split:
     if found is None:
         return text, [], []
     start = found.start()
-    body = text[start:].strip()
-    try:
-        node = ast.parse(body, mode="eval").body
-    except SyntaxError as exc:
-        return text[:start], [], [f"tool call list is not valid Python ({exc.msg})"]
+    node: ast.expr | None = None
+    end = start
+    problem = "no closing ]"
+    while (end := text.find("]", end) + 1) > 0:
+        try:
+            node = ast.parse(text[start:end], mode="eval").body
+            break
+        except SyntaxError as exc:
+            problem = exc.msg
+    if node is None:
+        return text[:start], [], [f"tool call list is not valid Python ({problem})"]
     if not isinstance(node, ast.List) or not all(isinstance(e, ast.Call) for e in node.elts):
         return text[:start], [], ["expected a list of calls: [name(arg=value), ...]"]
     calls: list[ToolCall] = []
@@ -350,4 +371,4 @@ def split_pythonic(text: str, schemas: Schemas) -> Split:
             calls.append(ToolCall(name=name, arguments=_keywords(element)))
         except ValueError as exc:
             errors.append(f"tool call {number} ({name}): {exc}")
-    return text[:start], calls, errors
+    return text[:start] + text[end:], calls, errors
