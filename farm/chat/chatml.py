@@ -9,6 +9,7 @@ conversation: who said what, which tools exist, and whether an assistant turn is
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -81,8 +82,13 @@ def _message(role: str, body: str, parsed: ParsedConversation, parser: str | Non
     return {"role": role, "content": body}
 
 
+_XML_TOOL = re.compile(r"<function>\n<name>([^<]*)</name>")
+
+
 def _tools(section: str) -> list[dict[str, Any]]:
     inside = section.partition("<tools>\n")[2].partition("</tools>")[0]
+    if inside.startswith("<function>"):  # Qwen3-Coder lists its tools as XML: the names are what is read
+        return [{"type": "function", "function": {"name": name}} for name in _XML_TOOL.findall(inside)]
     tools = []
     for line in inside.splitlines():
         if line.strip():
