@@ -129,3 +129,49 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
 def test_each_published_template_is_guessed_to_its_servers_parser(tmp_path: Path) -> None:
     for family, parser in PARSERS.items():
         assert ChatTokenizer.load(str(family_tokenizer_dir(family, tmp_path))).tool_parser == parser
+
+
+def test_the_issues_llama_failure_is_fed_back_flagged_and_counted(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The issue, as a user training Llama 3.1 met it: the model's own calls under a parser that does not
+    read them. Each turn is fed back and recorded, the job is flagged, /metrics counts the misses and
+    /status names the farm's parser; named per backend or per job, the same model's calls run."""
+    tokenizer = str(family_tokenizer_dir("llama3.1", tmp_path_factory.mktemp("families")))
+    farm = LocalFarm(
+        workers=[WorkerSpec("init,run,eval", concurrency=4)],
+        llm_args=["--tokenizer", tokenizer, "--accuracy", "1.0"],
+        env={"FARM_TOKENIZER": tokenizer, "FARM_TOOL_CALL_PARSER": "hermes"},
+    )
+    math = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
+    with farm, httpx.Client(base_url=farm.api_url, timeout=180) as api:
+        assert api.get("/status").json()["tool_call_parser"] == "hermes"
+        missed = run(api, math, 0)
+        trace = missed.trajectory.traces[0]
+        assert trace.finish_reason == "tool_call_misses" and "flag" in trace.metadata, trace.metadata
+        assert (trace.metadata["tool_call_parser"], trace.metadata["tool_call_parser_from"]) == (
+            "hermes",
+            "farm",
+        )
+        assert len(trace.metadata["tool_call_misses"]) == trace.metadata["turns"] > 1
+        assert "llama3_json" in trace.metadata["tool_call_misses"][0]["errors"][0]
+        metrics = api.get("/metrics").text
+        assert 'farm_tool_call_misses_total{parser="hermes"}' in metrics
+        assert 'farm_tool_call_flagged_total{parser="hermes"} 1.0' in metrics
+
+        body = {"instance": math, "sampling_params": {"seed": 1}, "metadata": {"tool_call_parser": "llama3"}}
+        by_job = JobResult.model_validate(api.post("/process", json=body).json())
+        assert by_job.reward == 1.0
+        assert by_job.trajectory.traces[0].metadata["tool_call_parser_from"] == "job"
+
+        address = farm.llm_urls[0]
+        added = api.post("/add_llm_server", json={"address": address, "tool_call_parser": "llama3_json"})
+        assert added.json()[0]["tool_call_parser"] == "llama3_json"
+        by_backend = run(api, math, 2)
+        assert by_backend.reward == 1.0
+        assert by_backend.trajectory.traces[0].metadata["tool_call_parser_from"] == "backend"
+
+        bad = api.post("/add_llm_server", json={"address": address, "tool_call_parser": "llama9"})
+        assert bad.status_code == 422 and "tool_call_parser" in bad.text
+        bad = api.post("/process", json={"instance": math, "metadata": {"tool_call_parser": "llama9"}})
+        assert bad.status_code == 422 and "metadata" in bad.text
