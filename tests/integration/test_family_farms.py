@@ -48,10 +48,10 @@ MARKERS = {
     "hermes": "<tool_call>\n{",
     "mistral": "[TOOL_CALLS]",
     "deepseek_v3": ds_token("tool_call_begin") + "function" + ds_token("tool_sep"),
-    "deepseek_v31": ds_token("tool_call_begin") + "python" + ds_token("tool_sep") + "{",
-    "llama3_json": '{"name": "python", "parameters": {',
-    "qwen3_coder": "<tool_call>\n<function=python>\n<parameter=code>\n",
-    "kimi_k2": "<|tool_call_begin|>functions.python:0<|tool_call_argument_begin|>{",
+    "deepseek_v31": ds_token("tool_sep") + "{",
+    "llama3_json": '", "parameters": {',
+    "qwen3_coder": "<tool_call>\n<function=",
+    "kimi_k2": "<|tool_call_argument_begin|>{",
 }
 """How each parser's calls look in the sampled text."""
 
