@@ -44,6 +44,9 @@ SOURCES = [
     *(f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES),
     *(f"family:{f}" for f in FAMILY_TEMPLATES),
 ]
+START_S = 240.0
+"""Workers and the reference LLM each load the family's tokenizer (Llama 3's is 9 MB of JSON) before the
+farm answers; under the load of a shared machine that takes minutes."""
 MARKERS = {
     "hermes": "<tool_call>\n{",
     "mistral": "[TOOL_CALLS]",
@@ -77,7 +80,7 @@ def family_farm(
         llm_args=["--tokenizer", tokenizer, "--accuracy", "1.0", "--scripts", str(scripts)],
         env={"FARM_TOKENIZER": tokenizer},
     )
-    with farm, httpx.Client(base_url=farm.api_url, timeout=180) as api:
+    with farm.start(timeout_s=START_S), httpx.Client(base_url=farm.api_url, timeout=180) as api:
         yield api, ChatTokenizer.load(tokenizer)
 
 
@@ -144,7 +147,7 @@ def test_the_issues_llama_failure_is_fed_back_flagged_and_counted(
         env={"FARM_TOKENIZER": tokenizer, "FARM_TOOL_CALL_PARSER": "hermes"},
     )
     math = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
-    with farm, httpx.Client(base_url=farm.api_url, timeout=180) as api:
+    with farm.start(timeout_s=START_S), httpx.Client(base_url=farm.api_url, timeout=180) as api:
         assert api.get("/status").json()["tool_call_parser"] == "hermes"
         missed = run(api, math, 0)
         trace = missed.trajectory.traces[0]
