@@ -29,7 +29,7 @@ from tests.templates.families import FAMILY_TEMPLATES, PARSERS, family_tokenizer
 from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES, tokenizer_dir
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 CODE = Path(__file__).resolve().parents[2] / "handlers" / "code" / "problems.jsonl"
 THINKING = {
     "match": "What is 97 * 13 - 5?",
@@ -149,15 +149,19 @@ def test_the_issues_llama_failure_is_fed_back_flagged_and_counted(
     math = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
     with farm.start(timeout_s=START_S), httpx.Client(base_url=farm.api_url, timeout=180) as api:
         assert api.get("/status").json()["tool_call_parser"] == "hermes"
-        missed = run(api, math, 0)
-        trace = missed.trajectory.traces[0]
+        flagged = run(api, {**math, "max_turns": 1}, 0)
+        trace = flagged.trajectory.traces[0]
         assert trace.finish_reason == "tool_call_misses" and "flag" in trace.metadata, trace.metadata
         assert (trace.metadata["tool_call_parser"], trace.metadata["tool_call_parser_from"]) == (
             "hermes",
             "farm",
         )
-        assert len(trace.metadata["tool_call_misses"]) == trace.metadata["turns"] > 1
         assert "llama3_json" in trace.metadata["tool_call_misses"][0]["errors"][0]
+        # with turns to spare the model is told and answers without its tool: scored, and the misses say why
+        missed = run(api, math, 3)
+        trace = missed.trajectory.traces[0]
+        assert missed.reward == 0.0 and trace.metadata["tool_call_misses"] and "flag" not in trace.metadata
+        assert "could not be parsed" in trace.response_messages[1]["content"]
         metrics = api.get("/metrics").text
         assert 'farm_tool_call_misses_total{parser="hermes"}' in metrics
         assert 'farm_tool_call_flagged_total{parser="hermes"} 1.0' in metrics
