@@ -93,6 +93,7 @@ if existing then
   meta['gen'] = old['gen']
   meta['order'] = old['order']
   if meta['policy_version'] == nil then meta['policy_version'] = old['policy_version'] end
+  if meta['tool_call_parser'] == nil then meta['tool_call_parser'] = old['tool_call_parser'] end
 else
   local gen = redis.call('INCR', KEYS[2])
   meta['gen'] = gen
@@ -127,10 +128,14 @@ def normalise_address(address: str) -> str:
     return address.strip().rstrip("/")
 
 
-def _meta(weight: int, kind: str, policy_version: int | None = None) -> str:
+def _meta(
+    weight: int, kind: str, policy_version: int | None = None, tool_call_parser: str | None = None
+) -> str:
     meta: dict[str, Any] = {"weight": weight, "kind": kind, "added_at": time.time()}
     if policy_version is not None:
         meta["policy_version"] = policy_version
+    if tool_call_parser:
+        meta["tool_call_parser"] = tool_call_parser
     return json.dumps(meta)
 
 
@@ -153,6 +158,7 @@ def _infos(
             in_flight=max(0, int(inflight.get(address, 0))),
             healthy=address not in unhealthy,
             policy_version=_version(meta),
+            tool_call_parser=meta.get("tool_call_parser"),
         )
         rows.append((int(meta.get("order", 0)), info))
     return [info for _, info in sorted(rows, key=lambda r: r[0])]
@@ -162,12 +168,18 @@ class PoolOps:
     """Each pool operation written once (farm/redis_ops.py); the pool holds no state of its own."""
 
     def add(
-        self, address: str, weight: int = 1, kind: str = "vllm", policy_version: int | None = None
+        self,
+        address: str,
+        weight: int = 1,
+        kind: str = "vllm",
+        policy_version: int | None = None,
+        tool_call_parser: str | None = None,
     ) -> Op[list[BackendInfo]]:
         """Registers a backend; an address already registered keeps its generation (its jobs stay
         pinned), so re-adding it with a new `policy_version` is a weight publish, not a swap."""
         keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
-        yield Script(_ADD, keys_, [normalise_address(address), _meta(weight, kind, policy_version)])
+        meta = _meta(weight, kind, policy_version, tool_call_parser)
+        yield Script(_ADD, keys_, [normalise_address(address), meta])
         return (yield from self.list())
 
     def set_policy_version(self, address: str, version: int) -> Op[bool]:
@@ -228,6 +240,16 @@ class PoolOps:
     def call_finished(self, address: str) -> Op[None]:
         yield Script(_INFLIGHT, [keys.BACKENDS, keys.BACKENDS_INFLIGHT], [address, -1])
 
+    def count_stats(self, increments: dict[str, int]) -> Op[None]:
+        """Adds to the farm-wide counters /metrics reads (the agent loop's tool-call misses, by parser):
+        the pool is the one Redis door an agent loop holds."""
+
+        def queue(pipe: Pipeline) -> None:
+            for name, amount in increments.items():
+                pipe.hincrby(keys.STATS, name, amount)
+
+        yield Batch(queue)
+
 
 def _queue_list(pipe: Pipeline) -> None:
     pipe.hgetall(keys.BACKENDS)
@@ -257,6 +279,7 @@ class BackendPool:
     mark_healthy = SyncOp(PoolOps.mark_healthy)
     call_started = SyncOp(PoolOps.call_started)
     call_finished = SyncOp(PoolOps.call_finished)
+    count_stats = SyncOp(PoolOps.count_stats)
 
 
 class AsyncBackendPool:
@@ -281,6 +304,7 @@ class AsyncBackendPool:
     mark_healthy = AsyncOp(PoolOps.mark_healthy)
     call_started = AsyncOp(PoolOps.call_started)
     call_finished = AsyncOp(PoolOps.call_finished)
+    count_stats = AsyncOp(PoolOps.count_stats)
 
 
 def _pinned(reply: list[Any] | None) -> BackendInfo | None:
@@ -289,7 +313,14 @@ def _pinned(reply: list[Any] | None) -> BackendInfo | None:
         return None
     meta = json.loads(_decode(reply[1]))
     kind, weight = meta.get("kind", "vllm"), int(meta.get("weight", 1))
-    return BackendInfo(address=_decode(reply[0]), kind=kind, weight=weight, policy_version=_version(meta))
+    parser = meta.get("tool_call_parser")
+    return BackendInfo(
+        address=_decode(reply[0]),
+        kind=kind,
+        weight=weight,
+        policy_version=_version(meta),
+        tool_call_parser=parser,
+    )
 
 
 def _text(mapping: dict[Any, Any]) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -50,6 +50,17 @@ class Settings(BaseSettings):
     """Per-node scratch space for job workspaces."""
     tokenizer: str | None = None
     """Tokenizer for token-in/token-out inference: a local HF directory; unset means the shipped one."""
+    tool_call_parser: str | None = None
+    """The tool-call parser (vLLM's / SGLang's `--tool-call-parser` names, farm/chat/tool_parsers.py)
+    when neither the job nor its backend names one; unset means the tokenizer's guess."""
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _known_parser(cls, value: str | None) -> str | None:
+        from farm.chat.tool_parsers import resolve_parser
+
+        return resolve_parser(value) if value else None
+
     max_request_bytes: int = 8 * 1024 * 1024
     stall_grace_s: float = 30.0
     """A job waiting this long with no running stage and no message in any queue is re-sent (a worker

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from farm.settings import get_settings
 from farm.web.state import SharedState
 from farm.workers import live_workers_async
 
@@ -26,4 +27,7 @@ async def farm_status(farm: SharedState) -> dict[str, Any]:
             for w in sorted(workers, key=lambda w: w.get("hostname", ""))
         ],
         "backends": [b.model_dump() for b in await farm.pool.list()],
+        # a job's metadata.tool_call_parser, else its backend's, else this, else the tokenizer's guess
+        # ("auto"); each trace's metadata says which one ran (tool_call_parser, tool_call_parser_from)
+        "tool_call_parser": get_settings().tool_call_parser or "auto",
     }

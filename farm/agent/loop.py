@@ -13,15 +13,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from containers.errors import SandboxLimitExceeded
+from farm import keys
 from farm.agent.conversation import TokenConversation
 from farm.agent.tools import FunctionTool, ToolError
 from farm.agent.versions import PolicyTooStale
-from farm.chat.families import CALL_HINTS
 from farm.chat.tool_calls import ParsedAssistant, ToolCall
+from farm.chat.tool_parsers import FORMATS, resolve_parser
 from farm.errors import JobCancelled, JobDeadlineExceeded
 from farm.handler.context import JobContext
 from farm.inference import ContextOverflow
 from farm.models.results import Trace
+from farm.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,17 @@ class Episode:
     turns: int = 0
     tool_calls: int = 0
     recoverable_errors: list[str] = field(default_factory=list)
+    tool_call_parser: str | None = None
+    tool_call_parser_from: str | None = None
+    """Who named the parser: `job` (metadata), `backend`, `farm` (FARM_TOOL_CALL_PARSER) or `tokenizer`."""
+    tool_call_misses: list[dict[str, Any]] = field(default_factory=list)
+    """Turns whose text looked like a tool call that the parser could not read: {turn, errors}."""
+
+    @property
+    def every_turn_missed(self) -> bool:
+        """Every sampled turn held a call the parser could not read: the model never got a tool run,
+        so its reward says nothing about the task (the parser likely does not match the model)."""
+        return self.turns > 0 and len(self.tool_call_misses) == self.turns
 
 
 def episode_trace(ctx: JobContext, handler: str, episode: Episode, **extra: Any) -> Trace:
@@ -67,7 +80,15 @@ def episode_trace(ctx: JobContext, handler: str, episode: Episode, **extra: Any)
         "policy_version": ctx.metadata.get("policy_version"),
         **ctx.policy.versions.metadata(),
         "tokenizer": episode.conversation.tokenizer.source,
+        "tool_call_parser": episode.tool_call_parser,
+        "tool_call_parser_from": episode.tool_call_parser_from,
+        "tool_call_misses": episode.tool_call_misses,
     }
+    if episode.every_turn_missed:
+        meta["flag"] = (
+            f"every turn held a tool call the `{episode.tool_call_parser}` parser could not read: "
+            "the reward does not measure the task"
+        )
     return episode.conversation.to_trace(episode.finish_reason, meta)
 
 
@@ -115,7 +136,40 @@ def run_agent(
         episode.finish_reason, episode.outcome = "cancelled", "cancelled"
     except JobDeadlineExceeded:
         episode.finish_reason, episode.outcome = "deadline", "timeout"
+    if episode.every_turn_missed and episode.outcome == "completed":
+        episode.finish_reason = "tool_call_misses"
+    if episode.tool_call_misses:
+        _count_misses(ctx, episode)
     return episode
+
+
+def _count_misses(ctx: JobContext, episode: Episode) -> None:
+    """Adds the episode's missed turns to the farm's counters (/metrics farm_tool_call_misses)."""
+    pool = getattr(ctx.policy, "pool", None)
+    if pool is None:  # a policy without the farm's pool (a test's canned one): the trace still says it
+        return
+    parser = episode.tool_call_parser or "unknown"
+    counts = {f"{keys.TOOL_CALL_MISSES}{parser}": len(episode.tool_call_misses)}
+    if episode.every_turn_missed:
+        counts[f"{keys.TOOL_CALL_FLAGGED}{parser}"] = 1
+    try:
+        pool.count_stats(counts)
+    except Exception:  # a counter must not fail the job whose trace already records the misses
+        log.warning("could not count the tool-call misses of %s", ctx.job_id, exc_info=True)
+
+
+def select_parser(ctx: JobContext) -> tuple[str, str]:
+    """The tool-call parser for the job's next turn and who named it: the job, its current backend,
+    the farm's setting, else the tokenizer's guess."""
+    named = ctx.metadata.get("tool_call_parser")
+    if isinstance(named, str) and named:
+        return resolve_parser(named), "job"
+    if ctx.policy.tool_call_parser:
+        return resolve_parser(ctx.policy.tool_call_parser), "backend"
+    farm = get_settings().tool_call_parser
+    if farm:
+        return farm, "farm"
+    return ctx.tokenizer.tool_parser, "tokenizer"
 
 
 def _take_turn(turn: _Turn, episode: Episode) -> bool:
@@ -137,7 +191,12 @@ def _take_turn(turn: _Turn, episode: Episode) -> bool:
         episode.finish_reason = "context_window"
         return False
     episode.turns += 1
-    parsed = ctx.tokenizer.parse_assistant(ctx.tokenizer.decode(generation.token_ids))
+    parser, named_by = select_parser(ctx)
+    episode.tool_call_parser, episode.tool_call_parser_from = parser, named_by
+    text = ctx.tokenizer.decode(generation.token_ids)
+    parsed = ctx.tokenizer.parse_assistant(text, parser, conv.tools)
+    if parsed.errors:
+        episode.tool_call_misses.append({"turn": episode.turns, "errors": parsed.errors})
     conv.add_sampled(generation, _assistant_message(parsed))
     if not parsed.tool_calls and not parsed.errors:
         episode.final_text = parsed.content
@@ -152,9 +211,12 @@ def _take_turn(turn: _Turn, episode: Episode) -> bool:
         return False
     for error in parsed.errors:
         episode.recoverable_errors.append(f"parse: {error}")
-        hint = f"{CALL_HINTS[ctx.tokenizer.family]} with valid JSON."
+        hint = FORMATS[parser].hint
         replies.append(
-            {"role": "user", "content": f"Your tool call could not be parsed ({error}). Emit {hint}"}
+            {
+                "role": "user",
+                "content": f"Your tool call could not be parsed ({error}). Write each call as {hint}",
+            }
         )
     left = config.max_turns - episode.turns
     if left <= 0:

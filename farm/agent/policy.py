@@ -57,6 +57,8 @@ class PolicyClient:
         self.calls = 0
         self.versions = TurnVersions(max_policy_lag)
         """The policy version of each call (farm/agent/versions.py)."""
+        self.tool_call_parser: str | None = None
+        """The tool-call parser the backend of the last call was registered with (None: not named)."""
 
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation:
         """Failover, attempt limits and what counts as the backend's trouble: farm/inference/policy.py,
@@ -89,6 +91,7 @@ class PolicyClient:
                 self.pool.call_finished(backend.address)
             self.calls += 1
             self.versions.record(generation.weight_version, backend.policy_version)
+            self.tool_call_parser = backend.tool_call_parser
             if not self.backends_used or self.backends_used[-1] != backend.address:
                 self.backends_used.append(backend.address)
             return generation

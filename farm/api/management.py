@@ -106,7 +106,11 @@ async def add_llm_server(
     networks); redirects from it are never followed."""
     await check_url(farm.backend_urls, body.address, ("body", "address"))
     return await farm.pool.add(
-        body.address, weight=body.weight, kind=body.kind, policy_version=body.policy_version
+        body.address,
+        weight=body.weight,
+        kind=body.kind,
+        policy_version=body.policy_version,
+        tool_call_parser=body.tool_call_parser,
     )
 
 

@@ -12,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from farm import keys
 from farm.api.state import FarmState, farm_state
 from farm.models.backends import BackendInfo
 from farm.models.results import STAGES, TERMINAL_STATES
@@ -56,7 +57,17 @@ def _job_families(stats: dict[str, float], by_state: dict[str, int]) -> list[Fam
         _family(CounterMetricFamily, "farm_gateway_calls", "Model calls answered and recorded by the gateway",
                 "provider", ((k.removeprefix(GATEWAY_CALLS), v) for k, v in sorted(stats.items())
                              if k.startswith(GATEWAY_CALLS))),
+        _family(CounterMetricFamily, "farm_tool_call_misses",
+                "Assistant turns with text that looked like a tool call the selected parser could not read",
+                "parser", _prefixed(stats, keys.TOOL_CALL_MISSES)),
+        _family(CounterMetricFamily, "farm_tool_call_flagged",
+                "Episodes flagged because every turn was a tool-call miss", "parser",
+                _prefixed(stats, keys.TOOL_CALL_FLAGGED)),
     ]  # fmt: skip
+
+
+def _prefixed(stats: dict[str, float], prefix: str) -> list[tuple[str, float]]:
+    return [(k.removeprefix(prefix), v) for k, v in sorted(stats.items()) if k.startswith(prefix)]
 
 
 def _backend_families(backends: list[BackendInfo]) -> list[Family]:

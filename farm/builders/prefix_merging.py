@@ -11,14 +11,18 @@ rather than dropping the rest of the chain, and a re-rendered assistant turn tha
 sampled tokens (retokenization drift) is reported in the trace metadata. A re-rendering whose message is
 the sampled one up to serialization (tool-call arguments re-dumped with other key order or spacing,
 content sent back as a list of text parts) is not drift: the sampled tokens stand and the link is
-listed under `reserialized`.
+listed under `reserialized`. What decides is what was rendered: the re-rendered tokens and the sampled
+ones are both read by the model's tool-call parser (the farm's tokenizer and parser, or those the export
+names: `tokenizer`, `tool_call_parser`), and only the same content with the same calls (names and
+arguments) is re-serialization; a changed name, argument or text is drift even where the chat messages
+the harness sent back look the same. Without a tokenizer to read them, the messages are compared.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
@@ -28,6 +32,28 @@ from farm.models import Trace
 
 END_OF_TURN_FINISHES = frozenset({"stop", "tool_calls", "stop_sequence"})
 DriftPolicy = Literal["flag", "split"]
+Reader = Callable[[list[int]], tuple[Any, ...]]
+"""Sampled or rendered ids of one assistant turn -> what they mean (content and calls)."""
+
+
+def rendered_reader(tokenizer: str | None = None, tool_call_parser: str | None = None) -> Reader | None:
+    """Reads ids as the model's assistant turn: the tokenizer (a FARM_TOKENIZER value; default the
+    farm's) decodes them, the tool-call parser (default the one guessed for the tokenizer) reads the text.
+    None when the tokenizer cannot be loaded."""
+    from farm.chat.tokenizer import ChatTokenizer  # transformers loads only when an export needs it
+    from farm.settings import get_settings
+
+    try:
+        chat = ChatTokenizer.load(tokenizer or get_settings().tokenizer)
+    except (OSError, ValueError):
+        return None
+
+    def read(ids: list[int]) -> tuple[Any, ...]:
+        parsed = chat.parse_assistant(chat.decode(ids), tool_call_parser)
+        calls = tuple((c.name, json.dumps(c.arguments, sort_keys=True)) for c in parsed.tool_calls)
+        return (parsed.content, calls, tuple(parsed.errors))
+
+    return read
 
 
 def detect_end_of_turn(records: Sequence[CompletionRecord]) -> int | None:
@@ -72,6 +98,47 @@ def _same_turn_reserialized(prev: CompletionRecord, nxt: CompletionRecord) -> bo
     if not prev.response_message or len(nxt.request_messages) <= echoed_at:
         return False
     return canonical_turn(prev.response_message) == canonical_turn(nxt.request_messages[echoed_at])
+
+
+def _same_meaning(
+    prev: CompletionRecord,
+    nxt: CompletionRecord,
+    rendered: list[int],
+    sampled: list[int],
+    reader: Reader | None,
+) -> bool:
+    """Whether a re-rendered turn says what was sampled: the chat messages the harness sent back, and
+    (with a reader) the rendered tokens, what the model reads next, must both say the same."""
+    if not _same_turn_reserialized(prev, nxt):
+        return False
+    if reader is None:
+        return True
+    try:
+        return reader(rendered) == reader(sampled)
+    except _Unreadable:
+        return True  # nothing to read them with: the messages decide, as without a reader
+
+
+class _Unreadable(Exception):
+    """No tokenizer to read the tokens with, or ids it does not know."""
+
+
+def _lazy(tokenizer: str | None, tool_call_parser: str | None) -> Reader:
+    """The reader, loaded at the first turn that needs it (most chains re-render every turn exactly)."""
+    loaded: list[Reader | None] = []
+
+    def read(ids: list[int]) -> tuple[Any, ...]:
+        if not loaded:
+            loaded.append(rendered_reader(tokenizer, tool_call_parser))
+        reader = loaded[0]
+        if reader is None:
+            raise _Unreadable
+        try:
+            return reader(ids)
+        except (ValueError, IndexError, OverflowError, TypeError) as exc:
+            raise _Unreadable from exc
+
+    return read
 
 
 def group_chains(
@@ -168,7 +235,7 @@ class _TraceBuilder:
 
 
 def _merge_chain(
-    chain: list[CompletionRecord], eot: int | None, on_drift: DriftPolicy
+    chain: list[CompletionRecord], eot: int | None, on_drift: DriftPolicy, reader: Reader | None = None
 ) -> list[_TraceBuilder]:
     current = _TraceBuilder(chain[0])
     out = [current]
@@ -183,7 +250,7 @@ def _merge_chain(
         ends_with_eot = bool(prev.response_ids) and prev.response_ids[-1] == eot
         sampled_body = prev.response_ids[:-1] if ends_with_eot else prev.response_ids
         rendered = tail[:cut]
-        if rendered != sampled_body and _same_turn_reserialized(prev, nxt):
+        if rendered != sampled_body and _same_meaning(prev, nxt, rendered, sampled_body, reader):
             current.reserialized.append(prev.completion_id)
         elif rendered != sampled_body:
             mismatch = next(
@@ -215,11 +282,17 @@ def build_prefix_merging(
     eot_token_id: int | None = None,
     on_drift: DriftPolicy = "flag",
     require_message_growth: bool = True,
+    compare_rendered: bool = True,
+    tokenizer: str | None = None,
+    tool_call_parser: str | None = None,
 ) -> list[Trace]:
+    """`compare_rendered`: tell re-serialization from drift by reading the rendered tokens with
+    `tokenizer` (a FARM_TOKENIZER value, default the farm's) and `tool_call_parser` (default its guess)."""
     usable = [r for r in records if r.has_tokens]
     eot = eot_token_id if eot_token_id is not None else detect_end_of_turn(usable)
+    reader = _lazy(tokenizer, tool_call_parser) if compare_rendered else None
     traces: list[Trace] = []
     for chain_index, chain in enumerate(group_chains(usable, require_message_growth)):
-        for builder in _merge_chain(chain, eot, on_drift):
+        for builder in _merge_chain(chain, eot, on_drift, reader):
             traces.append(builder.finish(chain_index, {**(metadata or {}), "end_of_turn_token": eot}))
     return traces

@@ -9,11 +9,12 @@ conversation: who said what, which tools exist, and whether an assistant turn is
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from farm.chat.tool_calls import parse_assistant
+from farm.chat.tool_calls import ParsedAssistant, parse_assistant
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOLS_HEADER = "\n\n# Tools\n\n"
@@ -29,7 +30,8 @@ class ParsedConversation(BaseModel):
     """What that open turn already holds (e.g. a prefilled answer)."""
 
 
-def parse_chatml(text: str) -> ParsedConversation:
+def parse_chatml(text: str, parser: str | None = None) -> ParsedConversation:
+    """`parser` reads the assistant turns' tool calls (default Hermes; farm/chat/tool_parsers.py)."""
     parsed = ParsedConversation()
     for chunk in text.split(IM_START)[1:]:
         role, _, body = chunk.partition("\n")
@@ -41,7 +43,7 @@ def parse_chatml(text: str) -> ParsedConversation:
         if role == "user" and (results := _tool_responses(body)) is not None:
             parsed.messages += [{"role": "tool", "content": result} for result in results]
             continue
-        parsed.messages.append(_message(role, body, parsed))
+        parsed.messages.append(_message(role, body, parsed, parser))
     return parsed
 
 
@@ -57,7 +59,7 @@ def _tool_responses(body: str) -> list[str] | None:
     return results if results and not rest else None
 
 
-def _message(role: str, body: str, parsed: ParsedConversation) -> dict[str, Any]:
+def _message(role: str, body: str, parsed: ParsedConversation, parser: str | None) -> dict[str, Any]:
     if role == "system" and not parsed.messages and "<tools>\n" in body:
         parsed.tools = _tools(body)
         if TOOLS_HEADER in body:
@@ -70,7 +72,7 @@ def _message(role: str, body: str, parsed: ParsedConversation) -> dict[str, Any]
             body = body[len(TOOL_RESPONSE_OPEN) : -len(TOOL_RESPONSE_CLOSE)]
         return {"role": "tool", "content": body}
     if role == "assistant":
-        answer = parse_assistant(body)
+        answer = _read_answer(body, parser)
         message: dict[str, Any] = {"role": "assistant", "content": answer.content}
         if answer.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
@@ -80,8 +82,13 @@ def _message(role: str, body: str, parsed: ParsedConversation) -> dict[str, Any]
     return {"role": role, "content": body}
 
 
+_XML_TOOL = re.compile(r"<function>\n<name>([^<]*)</name>")
+
+
 def _tools(section: str) -> list[dict[str, Any]]:
     inside = section.partition("<tools>\n")[2].partition("</tools>")[0]
+    if inside.startswith("<function>"):  # Qwen3-Coder lists its tools as XML: the names are what is read
+        return [{"type": "function", "function": {"name": name}} for name in _XML_TOOL.findall(inside)]
     tools = []
     for line in inside.splitlines():
         if line.strip():
@@ -90,3 +97,11 @@ def _tools(section: str) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return tools
+
+
+def _read_answer(body: str, parser: str | None) -> ParsedAssistant:
+    if parser is None or parser == "hermes":
+        return parse_assistant(body)
+    from farm.chat.tool_parsers import parse_with  # tool_parsers imports this module's neighbours
+
+    return parse_with(parser, body, IM_END)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from farm.chat.family_tool_calls import DS_BEGIN, MISTRAL_CALLS, ds_token, parse_deepseek, parse_mistral
+from farm.chat.family_tool_calls import DS_BEGIN, MISTRAL_CALLS, parse_deepseek, parse_mistral
 from farm.chat.tool_calls import (
     TOOL_CALL_OPEN,
     ParsedAssistant,
@@ -23,12 +23,18 @@ from farm.chat.tool_calls import (
     split_reasoning,
 )
 
-Family = Literal["hermes", "mistral", "deepseek"]
-FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek")
+Family = Literal["hermes", "mistral", "deepseek", "llama", "kimi"]
+"""The prompt layout (farm/chat/prompts.py): ChatML, Mistral's, DeepSeek's, Llama 3's header turns, Kimi's."""
+FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek", "llama", "kimi")
 
 CALL_MARKERS: dict[Family, str] = {"hermes": TOOL_CALL_OPEN, "mistral": MISTRAL_CALLS, "deepseek": DS_BEGIN}
 """The text that opens a family's tool calls; those of mistral and deepseek are single special tokens."""
-_MARKERS: tuple[tuple[str, Family], ...] = ((MISTRAL_CALLS, "mistral"), (DS_BEGIN, "deepseek"))
+_MARKERS: tuple[tuple[str, Family], ...] = (
+    (MISTRAL_CALLS, "mistral"),
+    (DS_BEGIN, "deepseek"),
+    ("<|start_header_id|>", "llama"),
+    ("<|im_middle|>", "kimi"),
+)
 """A special token only that family's vocabulary has, checked in order; none of them means hermes."""
 
 _Splitter = Callable[[str], tuple[str, list[ToolCall], list[str]]]
@@ -43,8 +49,22 @@ def detect_family(is_single_token: Callable[[str], bool]) -> Family:
     return "hermes"
 
 
+PARSER_OF: dict[Family, str] = {
+    "hermes": "hermes",
+    "mistral": "mistral",
+    "deepseek": "deepseek_v3",
+    "llama": "llama3_json",
+    "kimi": "kimi_k2",
+}
+"""The tool-call parser a family's vocabulary implies when nothing else says (farm/chat/tool_parsers.py)."""
+
+
 def parse_family(family: Family, text: str, eot: str) -> ParsedAssistant:
     """Parse one sampled assistant turn (with or without its end-of-turn text `eot`) in `family`'s format."""
+    if family not in _SPLITTERS and family != "hermes":
+        from farm.chat.tool_parsers import parse_with  # tool_parsers imports this module's neighbours
+
+        return parse_with(PARSER_OF[family], text, eot)
     if family == "hermes":
         return parse_assistant(text, eot)
     if eot and text.endswith(eot):
@@ -52,11 +72,3 @@ def parse_family(family: Family, text: str, eot: str) -> ParsedAssistant:
     reasoning, text = split_reasoning(text)
     content, calls, errors = _SPLITTERS[family](text)
     return ParsedAssistant(content=content.strip(), tool_calls=calls, errors=errors, reasoning=reasoning)
-
-
-CALL_HINTS: dict[Family, str] = {
-    "hermes": '<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
-    "mistral": '[TOOL_CALLS][{"name": ..., "arguments": {...}}]',
-    "deepseek": f"{DS_BEGIN}...function{ds_token('tool_sep')}NAME with the arguments in a ```json block",
-}
-"""How a call of each family looks, for the agent loop's feedback on a call it could not parse."""

@@ -8,6 +8,15 @@ with `parse_prompt`. Hermes prompts are ChatML (farm/chat/chatml.py). The other 
   then `<|User|>text`, `<|Assistant|>text<|end_of_sentence|>`, tool results as
   `<|tool_outputs_begin|><|tool_output_begin|>text<|tool_output_end|>...<|tool_outputs_end|>`
   after which the next assistant turn follows with no `<|Assistant|>` of its own.
+- Llama 3.1 (meta-llama/Llama-3.1-8B-Instruct's template, farm/chat/assets/templates): turns are
+  `<|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|>` (`<|eom_id|>` ends one that waits for a
+  built-in tool); the tools are listed as indented JSON in the first user turn (or the system turn), and a
+  tool's result is an `ipython` turn, JSON-encoded when it is text.
+- Kimi K2 (moonshotai/Kimi-K2-Instruct's template): `<|im_user|>user<|im_middle|>TEXT<|im_end|>`, the
+  tools as JSON in a `tool_declare` system turn, a result as a system turn named after the tool that
+  starts `## Return of functions.NAME:N`.
+- DeepSeek V3.1 (deepseek-ai/DeepSeek-V3.1's template): the V3 layout, with `<think></think>` after
+  `<|Assistant|>` and results as bare `<|tool_output_begin|>...<|tool_output_end|>`.
 - Mistral (mistral-common's InstructTokenizerV3, mistral_common/tokens/tokenizers/instruct.py):
   `<s>`, `[AVAILABLE_TOOLS]json[/AVAILABLE_TOOLS]` before the last user turn, `[INST]text[/INST]`,
   the answer then `</s>`, tool results as `[TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]`.
@@ -22,6 +31,7 @@ from typing import Any
 from farm.chat.chatml import ParsedConversation, parse_chatml
 from farm.chat.families import Family, parse_family
 from farm.chat.family_tool_calls import ds_token
+from farm.chat.tool_parsers import parse_with
 
 DS_BOS, DS_EOS = ds_token("begin_of_sentence"), ds_token("end_of_sentence")
 DS_USER, DS_ASSISTANT = "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"
@@ -34,16 +44,21 @@ M_RESULTS = ("[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 _DS_TOOL_NAME = re.compile(r"^### (\S+)$", re.MULTILINE)
 
 
-def parse_prompt(family: Family, text: str) -> ParsedConversation:
+def parse_prompt(family: Family, text: str, parser: str | None = None) -> ParsedConversation:
+    """`parser` reads the assistant turns' tool calls (default: the family's own format)."""
     if family == "deepseek":
-        return parse_deepseek_prompt(text)
+        return parse_deepseek_prompt(text, parser)
     if family == "mistral":
-        return parse_mistral_prompt(text)
-    return parse_chatml(text)
+        return parse_mistral_prompt(text, parser)
+    if family == "llama":
+        return parse_llama_prompt(text, parser or "llama3_json")
+    if family == "kimi":
+        return parse_kimi_prompt(text, parser or "kimi_k2")
+    return parse_chatml(text, parser)
 
 
-def _assistant(family: Family, body: str, eos: str) -> dict[str, Any]:
-    answer = parse_family(family, body, eos)
+def _assistant(family: Family, body: str, eos: str, parser: str | None = None) -> dict[str, Any]:
+    answer = parse_with(parser, body, eos) if parser else parse_family(family, body, eos)
     message: dict[str, Any] = {"role": "assistant", "content": answer.content}
     if answer.tool_calls:
         message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
@@ -57,17 +72,19 @@ def _until(text: str, end: str) -> tuple[str, bool, str]:
     return inside, bool(found), rest
 
 
-def _open_answer(parsed: ParsedConversation, rest: str, eos: str, family: Family) -> str:
+def _open_answer(
+    parsed: ParsedConversation, rest: str, eos: str, family: Family, parser: str | None = None
+) -> str:
     """An assistant answer at `rest`: a message if closed by `eos`, else the open generation turn."""
     body, closed, rest = _until(rest, eos)
     if closed:
-        parsed.messages.append(_assistant(family, body, eos))
+        parsed.messages.append(_assistant(family, body, eos, parser))
     else:
         parsed.open_role, parsed.open_text = "assistant", body
     return rest
 
 
-def parse_deepseek_prompt(text: str) -> ParsedConversation:
+def parse_deepseek_prompt(text: str, parser: str | None = None) -> ParsedConversation:
     parsed = ParsedConversation()
     rest = text.removeprefix(DS_BOS)
     system, _, rest = rest.partition(DS_USER)
@@ -81,25 +98,35 @@ def parse_deepseek_prompt(text: str) -> ParsedConversation:
             parsed.messages.append({"role": "system", "content": head.strip()})
     while rest:
         if rest.startswith(DS_USER):
-            cut = [i for i in (rest.find(DS_ASSISTANT), rest.find(DS_OUTPUTS[0])) if i > 0]
+            cut = [
+                i
+                for i in (rest.find(DS_ASSISTANT), rest.find(DS_OUTPUTS[0]), rest.find(DS_OUTPUT[0]))
+                if i > 0
+            ]
             end = min(cut) if cut else len(rest)
             parsed.messages.append({"role": "user", "content": rest[len(DS_USER) : end]})
             rest = rest[end:]
         elif rest.startswith(DS_ASSISTANT):
-            rest = _open_answer(parsed, rest[len(DS_ASSISTANT) :], DS_EOS, "deepseek")
+            rest = _open_answer(parsed, rest[len(DS_ASSISTANT) :], DS_EOS, "deepseek", parser)
         elif rest.startswith(DS_OUTPUTS[0]):
             outputs, _, rest = _until(rest[len(DS_OUTPUTS[0]) :], DS_OUTPUTS[1])
             for chunk in outputs.split(DS_OUTPUT[0])[1:]:
                 parsed.messages.append({"role": "tool", "content": chunk.partition(DS_OUTPUT[1])[0]})
             if not rest.startswith((DS_USER, DS_ASSISTANT, DS_OUTPUTS[0])):
-                rest = _open_answer(parsed, rest, DS_EOS, "deepseek")
+                rest = _open_answer(parsed, rest, DS_EOS, "deepseek", parser)
+        elif rest.startswith(DS_OUTPUT[0]):  # V3.1: results without the outputs wrapper
+            while rest.startswith(DS_OUTPUT[0]):
+                output, _, rest = _until(rest[len(DS_OUTPUT[0]) :], DS_OUTPUT[1])
+                parsed.messages.append({"role": "tool", "content": output})
+            if not rest.startswith((DS_USER, DS_ASSISTANT, DS_OUTPUTS[0], DS_OUTPUT[0])):
+                rest = _open_answer(parsed, rest, DS_EOS, "deepseek", parser)
         else:  # text outside any turn: keep it visible rather than drop it
             parsed.messages.append({"role": "user", "content": rest})
             break
     return parsed
 
 
-def parse_mistral_prompt(text: str) -> ParsedConversation:
+def parse_mistral_prompt(text: str, parser: str | None = None) -> ParsedConversation:
     parsed = ParsedConversation()
     rest = text.removeprefix(M_BOS)
     while rest:
@@ -109,21 +136,21 @@ def parse_mistral_prompt(text: str) -> ParsedConversation:
         elif rest.startswith(M_INST[0]):
             content, _, rest = _until(rest[len(M_INST[0]) :], M_INST[1])
             parsed.messages.append({"role": "user", "content": content})
-            rest = _answer_unless_marker(parsed, rest)
+            rest = _answer_unless_marker(parsed, rest, parser)
         elif rest.startswith(M_RESULTS[0]):
             result, _, rest = _until(rest[len(M_RESULTS[0]) :], M_RESULTS[1])
             parsed.messages.append({"role": "tool", "content": _tool_result(result)})
-            rest = _answer_unless_marker(parsed, rest)
+            rest = _answer_unless_marker(parsed, rest, parser)
         else:
             parsed.messages.append({"role": "user", "content": rest})
             break
     return parsed
 
 
-def _answer_unless_marker(parsed: ParsedConversation, rest: str) -> str:
+def _answer_unless_marker(parsed: ParsedConversation, rest: str, parser: str | None = None) -> str:
     if rest.startswith((M_TOOLS[0], M_INST[0], M_RESULTS[0])):
         return rest
-    return _open_answer(parsed, rest, M_EOS, "mistral")
+    return _open_answer(parsed, rest, M_EOS, "mistral", parser)
 
 
 def _json_list(section: str) -> list[dict[str, Any]]:
@@ -142,3 +169,90 @@ def _tool_result(raw: str) -> str:
         return raw
     content = payload.get("content", raw) if isinstance(payload, dict) else raw
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+L_HEADER, L_HEADER_END = "<|start_header_id|>", "<|end_header_id|>"
+L_ENDS = ("<|eot_id|>", "<|eom_id|>")
+_LLAMA_TOOLS_INTRO = "Given the following functions, please respond with a JSON for a function call"
+_LLAMA_SYSTEM_LINES = re.compile(
+    r"^(?:Environment: ipython\n|Tools: [^\n]*\n\n|Cutting Knowledge Date: [^\n]*\n|Today Date: [^\n]*\n\n)"
+)
+
+
+def parse_llama_prompt(text: str, parser: str) -> ParsedConversation:
+    parsed = ParsedConversation()
+    for chunk in text.split(L_HEADER)[1:]:
+        role, _, body = chunk.partition(L_HEADER_END)
+        body = body.removeprefix("\n\n")
+        ends = [i for i in (body.find(end) for end in L_ENDS) if i >= 0]
+        if not ends:
+            parsed.open_role, parsed.open_text = role, body
+            break
+        body = body[: min(ends)]
+        if role == "system":
+            while (line := _LLAMA_SYSTEM_LINES.match(body)) is not None:
+                body = body[line.end() :]
+            if body.startswith("You have access to the following functions."):
+                body = _llama_tools(parsed, body)
+            if body.strip():
+                parsed.messages.append({"role": "system", "content": body})
+        elif role == "user" and body.startswith(_LLAMA_TOOLS_INTRO) and not parsed.tools:
+            parsed.messages.append({"role": "user", "content": _llama_tools(parsed, body)})
+        elif role in ("ipython", "tool"):
+            parsed.messages.append({"role": "tool", "content": _json_text(body)})
+        elif role == "assistant":
+            parsed.messages.append(_assistant("llama", body, "", parser))
+        else:
+            parsed.messages.append({"role": role, "content": body})
+    return parsed
+
+
+def _llama_tools(parsed: ParsedConversation, body: str) -> str:
+    """Reads the tools (indented JSON, each followed by a blank line); returns the text after them."""
+    decoder = json.JSONDecoder()
+    rest = body.partition("Do not use variables.\n\n")[2]
+    while rest.startswith("{"):
+        try:
+            tool, end = decoder.raw_decode(rest)
+        except json.JSONDecodeError:
+            break
+        if isinstance(tool, dict):
+            parsed.tools.append(tool)
+        rest = rest[end:].removeprefix("\n\n")
+    return rest
+
+
+def _json_text(body: str) -> str:
+    """A result the template JSON-encoded (Llama's tojson of text), decoded back to its text."""
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError:
+        return body
+    return value if isinstance(value, str) else body
+
+
+K_TURNS = re.compile(r"(<\|im_system\|>|<\|im_user\|>|<\|im_assistant\|>)")
+K_MIDDLE, K_END = "<|im_middle|>", "<|im_end|>"
+_K_RETURN = re.compile(r"^## Return of \S*?(?:\\n|\n)")
+"""A result's header; one published Kimi K2 template writes its line break as the two characters `\\n`."""
+
+
+def parse_kimi_prompt(text: str, parser: str) -> ParsedConversation:
+    parsed = ParsedConversation()
+    parts = K_TURNS.split(text)
+    for opener, chunk in zip(parts[1::2], parts[2::2], strict=True):
+        name, _, body = chunk.partition(K_MIDDLE)
+        body, closed, _ = body.partition(K_END)
+        kind = {"<|im_user|>": "user", "<|im_assistant|>": "assistant"}.get(opener, "system")
+        if not closed:
+            parsed.open_role, parsed.open_text = kind, body
+            break
+        if kind == "system" and name == "tool_declare":
+            parsed.tools = _json_list(body)
+        elif kind == "system" and (found := _K_RETURN.match(body)) is not None:
+            parsed.messages.append({"role": "tool", "content": body[found.end() :]})
+        elif kind == "assistant":
+            parsed.messages.append(_assistant("kimi", body, "", parser))
+        else:
+            parsed.messages.append({"role": kind, "content": body})
+    return parsed

