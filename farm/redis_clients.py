@@ -19,6 +19,10 @@ writes for want of in-sync replicas (NOREPLICAS, `min-replicas-to-write` in ops/
 with a ConnectionError; every command retries those with the backoff of farm/settings.py for
 `FARM_REDIS_SENTINEL_RETRY_S`, and each reconnect asks the sentinels where the master is now. The
 Celery broker uses the same connection class and publishes with retries over the same window.
+
+Every pool blocks at its cap (`FARM_REDIS_MAX_CONNECTIONS`, redis-py's BlockingConnectionPool): a command
+that finds every connection busy waits up to `FARM_REDIS_POOL_TIMEOUT_S` for one instead of failing at
+once, so a burst (the gateway's record writes on a starved machine) queues rather than loses work.
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ from kombu.transport.redis import SentinelTransport as KombuSentinelTransport
 from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelConnectionPool
 from redis.asyncio.sentinel import SentinelManagedConnection as AsyncSentinelManagedConnection
 from redis.backoff import AbstractBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
-from redis.sentinel import Sentinel, SentinelManagedConnection
+from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 from farm.settings import (
     Settings,
@@ -215,6 +220,19 @@ class AsyncSentinelRedis(aioredis.Redis):
             await manager.aclose()
 
 
+class BlockingSentinelConnectionPool(SentinelConnectionPool, redis.BlockingConnectionPool):
+    """The master's pool, blocking at its cap like the plain URL's."""
+
+
+class AsyncBlockingSentinelConnectionPool(AsyncSentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """The asyncio master's pool, blocking at its cap."""
+
+
+def pool_options(settings: Settings) -> dict[str, Any]:
+    """A blocking pool's cap and wait (a `max_connections` in the URL's query string wins)."""
+    return {"max_connections": settings.redis_max_connections, "timeout": settings.redis_pool_timeout_s}
+
+
 class _SentinelChannel(SentinelChannel):
     connection_class = MasterConnection
 
@@ -263,15 +281,17 @@ def redis_client(
         # The same commands, routed by slot (RedisCluster retries a moved slot or a lost node itself).
         return cast(redis.Redis, RedisCluster.from_url(node_url(url), **options))
     if not is_sentinel_url(url):
-        return redis.Redis.from_url(url, **{**_with_retry(redis_retry_options(), retry, None), **options})
+        options = {**pool_options(settings), **_with_retry(redis_retry_options(), retry, None), **options}
+        return redis.Redis.from_pool(redis.BlockingConnectionPool.from_url(url, **options))
     target = parse_sentinel_url(url)
     retrying = _with_retry(redis_retry_options(), retry, settings.redis_sentinel_retry_s)
     manager = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs(settings))
     return manager.master_for(
         settings.redis_sentinel_master,
         redis_class=SentinelRedis,
+        connection_pool_class=BlockingSentinelConnectionPool,
         connection_class=MasterConnection,
-        **{**_master_options(target), **retrying, **options},
+        **{**pool_options(settings), **_master_options(target), **retrying, **options},
     )
 
 
@@ -284,17 +304,21 @@ def async_redis_client(
     if is_cluster_url(url):
         return cast(aioredis.Redis, AsyncRedisCluster.from_url(node_url(url), **options))
     if not is_sentinel_url(url):
-        return aioredis.Redis.from_url(
-            url, **{**_with_retry(async_redis_retry_options(), retry, None), **options}
-        )
+        options = {
+            **pool_options(settings),
+            **_with_retry(async_redis_retry_options(), retry, None),
+            **options,
+        }
+        return aioredis.Redis.from_pool(aioredis.BlockingConnectionPool.from_url(url, **options))
     target = parse_sentinel_url(url)
     retrying = _with_retry(async_redis_retry_options(), retry, settings.redis_sentinel_retry_s)
     manager = AsyncSentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs(settings))
     return manager.master_for(
         settings.redis_sentinel_master,
         redis_class=AsyncSentinelRedis,
+        connection_pool_class=AsyncBlockingSentinelConnectionPool,
         connection_class=AsyncMasterConnection,
-        **{**_master_options(target), **retrying, **options},
+        **{**pool_options(settings), **_master_options(target), **retrying, **options},
     )
 
 
@@ -381,7 +405,9 @@ def redis_answers(url: str, *, settings: Settings | None = None, timeout_s: floa
 
 
 __all__ = [
+    "AsyncBlockingSentinelConnectionPool",
     "AsyncMasterConnection",
+    "BlockingSentinelConnectionPool",
     "MasterConnection",
     "SentinelTransport",
     "SentinelURL",
@@ -396,6 +422,7 @@ __all__ = [
     "is_sentinel_url",
     "node_url",
     "parse_sentinel_url",
+    "pool_options",
     "redis_answers",
     "redis_client",
     "sentinel_kwargs",

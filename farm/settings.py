@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     redis_sentinel_retry_s: float = Field(30.0, gt=0)
     """With a sentinel:// URL: how long a command keeps retrying through a failover (a dead master is
     noticed after `down-after-milliseconds`, and writes wait for a replica to follow the new one)."""
+    redis_max_connections: int = Field(100, ge=1)
+    """Connections each Redis client of a process may hold (per pool: the API, the gateway, a worker).
+    At the cap a command waits for a free connection (`redis_pool_timeout_s`) instead of failing;
+    a `max_connections` option in the URL wins."""
+    redis_pool_timeout_s: float = Field(20.0, gt=0)
+    """How long a command waits for a free connection at the cap before it fails (a ConnectionError)."""
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     api_token: str | None = None

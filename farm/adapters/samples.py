@@ -1,13 +1,19 @@
-"""One flat view of trainable sequences, whatever the caller holds: DAPO groups, JobResults or Traces."""
+"""One flat view of trainable sequences, whatever the caller holds: DAPO groups, JobResults or Traces.
+
+A job that ended with an infrastructure failure (farm.models.failures: its sandbox or evaluator lost,
+backends unreachable) was never scored: its traces are left out of every adapter's output, never given
+a reward of 0; `infrastructure_failures` counts them by class for the trainer's logs."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from farm.client.groups import Group
 from farm.models import JobResult, JobState, Trace
+from farm.models.failures import infrastructure_failure
 
 Source = Iterable[Group] | Iterable[JobResult] | Iterable[Trace]
 
@@ -58,11 +64,24 @@ def flatten(source: Source) -> list[TrainSample]:
     raise TypeError(f"expected Groups, JobResults or Traces, got {type(items[0]).__name__}")
 
 
+def infrastructure_failures(source: Source) -> dict[str, int]:
+    """Jobs of `source` left out for an infrastructure failure, per failure class (bare Traces: none)."""
+    results: list[JobResult] = []
+    for item in source:
+        if isinstance(item, Group):
+            results += item.results
+        elif isinstance(item, JobResult):
+            results.append(item)
+    return dict(Counter(c for c in map(infrastructure_failure, results) if c is not None))
+
+
 def _from_groups(groups: list[Group]) -> list[TrainSample]:
     samples: list[TrainSample] = []
     trajectory = 0
     for group_index, group in enumerate(groups):
         for result, reward in zip(group.results, group.rewards, strict=True):
+            if infrastructure_failure(result) is not None:
+                continue
             for trace in result.trajectory.traces:
                 samples.append(
                     TrainSample(
@@ -85,7 +104,8 @@ def _group_key(metadata: dict[str, Any], fallback: str) -> str:
 
 def _from_results(results: list[JobResult], index: dict[str, int]) -> list[TrainSample]:
     samples: list[TrainSample] = []
-    for trajectory, result in enumerate(results):
+    kept = [result for result in results if infrastructure_failure(result) is None]
+    for trajectory, result in enumerate(kept):
         group_id = _group_key(result.metadata, result.job_id)
         group_index = index.setdefault(group_id, len(index))
         for trace in result.trajectory.traces:

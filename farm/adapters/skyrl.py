@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any
+from typing import Any, cast
 
-from farm.adapters.samples import Source, engine_stop_reason, flatten
+from farm.adapters.samples import Source, engine_stop_reason, flatten, infrastructure_failures
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,9 @@ class TrajectoryID:
 def to_skyrl(source: Source, *, trajectory_id: Callable[..., Any] = TrajectoryID) -> dict[str, Any]:
     """`trajectory_id`: pass SkyRL's own `TrajectoryID` class to get its objects (called with
     `instance_id=group_id, repetition_id=n`); `traj_idx` maps each trace to its trajectory (job)."""
-    samples = flatten(source)
+    items = cast(Source, list(source))  # read twice: the samples, and the jobs left out
+    samples = flatten(items)
+    infra_failed: int = sum(infrastructure_failures(items).values())
     response_lengths = [len(s.trace.response_ids) for s in samples]
     positions = [s.trajectory_index for s in samples]
     repetitions: dict[str, dict[int, int]] = {}
@@ -59,6 +61,8 @@ def to_skyrl(source: Source, *, trajectory_id: Callable[..., Any] = TrajectoryID
             "rollout_metrics/mean_response_length": fmean(response_lengths) if samples else 0.0,
             "rollout_metrics/max_response_length": max(response_lengths, default=0),
             "rollout_metrics/trained_tokens": sum(sum(s.trace.loss_mask) for s in samples),
+            # jobs left out, never scored (farm.models.failures), so a climbing rate shows in the logs
+            "rollout_metrics/infra_failed": infra_failed,
             **{
                 f"rollout_metrics/finish_reason/{reason}": count
                 for reason, count in Counter(str(s.trace.finish_reason) for s in samples).items()

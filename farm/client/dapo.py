@@ -90,6 +90,9 @@ class BatchStats(BaseModel):
     submitted: int
     completed: int
     failed: int
+    infra_failed: int
+    """Of `failed`, those that ended with an infrastructure failure class (farm.models.failures: a sandbox
+    or evaluator lost, backends unreachable...): never counted as a reward, under any failure policy."""
     retried: int
     cancelled: int
     dropped_zero_variance: int
@@ -295,6 +298,7 @@ class AsyncDapoConsumer:
             submitted=delta.submitted,
             completed=delta.completed,
             failed=delta.failed,
+            infra_failed=delta.infra_failed,
             retried=delta.retried,
             cancelled=delta.cancelled,
             dropped_zero_variance=delta.dropped_zero_variance,

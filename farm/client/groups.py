@@ -16,13 +16,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from farm.models import JobResult, JobState, StageError
+from farm.models.failures import infrastructure_failure
 
 
 class FailurePolicy(StrEnum):
     drop = "drop"
     """A group with any failed sample is dropped; its other samples are cancelled at once."""
     zero = "zero"
-    """A failed sample counts as reward 0.0 (its result stays in the group, state not `done`)."""
+    """A failed sample counts as reward 0.0 (its result stays in the group, state not `done`), except an
+    infrastructure failure (farm.models.failures), which is never a reward: it is retried like under
+    `retry`, then its group dropped."""
     retry = "retry"
     """A failed sample is resubmitted up to `max_retries` times, then the group is dropped."""
 
@@ -76,6 +79,8 @@ class Counters:
     completed: int = 0
     """Terminal results received (any state)."""
     failed: int = 0
+    infra_failed: int = 0
+    """Failed results whose class is an infrastructure failure: never a reward (retried or dropped)."""
     retried: int = 0
     cancelled: int = 0
     """Jobs the book asked to cancel (dropped groups, stale work, abandoned at the end of a call)."""
@@ -221,11 +226,16 @@ class GroupBook:
         self.last_error = result.error or StageError(
             stage="?", type=result.state.value, message="no error given"
         )
-        if self.failure_policy is FailurePolicy.zero:
+        infrastructure = infrastructure_failure(result) is not None
+        self.counters.infra_failed += infrastructure
+        if self.failure_policy is FailurePolicy.zero and not infrastructure:
             group.results[slot] = result
             group.rewards[slot] = 0.0
             return self._maybe_close(group)
-        if self.failure_policy is FailurePolicy.retry and spec.attempt < self.max_retries:
+        retrying = self.failure_policy is FailurePolicy.retry or (
+            self.failure_policy is FailurePolicy.zero and infrastructure
+        )
+        if retrying and spec.attempt < self.max_retries:
             self.counters.retried += 1
             self._enqueue(group, slot, attempt=spec.attempt + 1, front=True)
             return []

@@ -89,7 +89,6 @@ class ExportResponse(BaseModel):
 
 
 async def _session(runtime: GatewayRuntime, session_id: str) -> SessionInfo:
-    await runtime.settle(session_id)
     try:
         return await runtime.store.get(session_id)
     except SessionNotFound:
@@ -133,7 +132,6 @@ async def set_reward(
 
 @router.post("/sessions/{session_id}/end", dependencies=management, responses=errors(401))
 async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, int]:
-    await runtime.settle(session_id)
     try:
         count = await runtime.store.end(session_id)
     except SessionNotFound:
@@ -146,7 +144,6 @@ async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_run
 async def list_completions(
     session_id: str, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> list[CompletionRecord]:
-    await runtime.settle(session_id)
     try:
         return await runtime.store.completions(session_id)
     except SessionNotFound:
@@ -374,12 +371,19 @@ async def _model_call(
             result.upstream_s,
             time.perf_counter() - started,
         )
-        runtime.keep_later(record)
-    except GatewayError as error:
+        await runtime.keep(record)  # no 200 without its record
+    except (GatewayError, redis.RedisError) as exc:
+        error = _unavailable(exc) if isinstance(exc, redis.RedisError) else exc
         failure = _Failure(runtime, session_id, provider, completion_id, started_at)
         await failure.record(error, chat)
         return _error(provider, error)
     return JSONResponse(PROVIDERS[provider].render_response(reply.completion, chat))
+
+
+def _unavailable(exc: redis.RedisError) -> GatewayError:
+    """The farm's Redis failed the call (unreachable, or no free connection within the pool's wait)."""
+    message = f"the farm's Redis did not answer ({type(exc).__name__}); retry shortly"
+    return GatewayError(ErrorKind.unavailable, message)
 
 
 async def _relay(
@@ -428,8 +432,9 @@ async def _relay(
             upstream.upstream_s,
             time.perf_counter() - started,
         )
-        runtime.keep_later(record)
-    except GatewayError as error:  # the stream's failures, judged by the policy (farm/gateway/streaming.py)
+        await runtime.keep(record)  # before the final frames: a stream ends finished only when recorded
+    except (GatewayError, redis.RedisError) as exc:  # the stream's failures, judged by the policy
+        error = _unavailable(exc) if isinstance(exc, redis.RedisError) else exc
         await _Failure(runtime, session_id, provider, completion_id, started_at).record(error, chat)
         if encoder is None:
             encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)

@@ -6,14 +6,16 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
+import redis
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
 from farm.builders.records import CompletionRecord
 from farm.gateway.backends import BackendSource
+from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.forwarding import Forwarder
 from farm.gateway.sessions import SessionNotFound, SessionStore
 from farm.gateway.upstream_http import UpstreamClient
@@ -29,41 +31,25 @@ class GatewayRuntime:
     http: httpx.AsyncClient
     forwarder: Forwarder
     owns_redis: bool = True
-    pending: dict[str, set[asyncio.Task[None]]] = field(default_factory=dict)
-    """Completion records being appended, per session, after their reply was sent (write-behind)."""
 
-    def keep_later(self, record: CompletionRecord) -> None:
-        """Append `record` in the background: the reply does not wait on Redis. Every session API call of this
-        process first `settle`s the session, so /end, /export and /completions always see it."""
-        task = asyncio.ensure_future(self._keep(record))
-        tasks = self.pending.setdefault(record.session_id, set())
-        tasks.add(task)
-
-        def done(finished: asyncio.Task[None]) -> None:
-            tasks.discard(finished)
-            if not tasks and self.pending.get(record.session_id) is tasks:
-                del self.pending[record.session_id]
-
-        task.add_done_callback(done)
-
-    async def _keep(self, record: CompletionRecord) -> None:
+    async def keep(self, record: CompletionRecord) -> None:
+        """Store `record` in its session's log; part of answering the call, so no reply goes out unrecorded.
+        A busy pool makes it wait (blocking pools), a broken connection retries (the client's retry policy,
+        the append being idempotent); a record that cannot be stored becomes the call's error."""
         try:
             await self.store.append_completion(record)
         except SessionNotFound:
+            raise GatewayError(
+                ErrorKind.not_found,
+                f"session {record.session_id!r} expired before its completion was recorded",
+            ) from None
+        except redis.RedisError as exc:
             logger.warning(
-                "session %s expired before completion %s was kept", record.session_id, record.completion_id
+                "completion %s of session %s not recorded: %r", record.completion_id, record.session_id, exc
             )
-        except Exception:  # a lost record must be loud, never silent
-            logger.exception(
-                "could not keep completion %s of session %s", record.completion_id, record.session_id
-            )
-
-    async def settle(self, session_id: str | None = None) -> None:
-        """Wait until the session's (or, without an id, every) write-behind record is in Redis."""
-        groups = [self.pending.get(session_id, set())] if session_id else list(self.pending.values())
-        tasks = [t for group in groups for t in group]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            raise GatewayError(
+                ErrorKind.unavailable, f"the completion could not be recorded ({type(exc).__name__}); retry"
+            ) from exc
 
     @classmethod
     def create(
@@ -102,7 +88,6 @@ class GatewayRuntime:
         )
 
     async def close(self) -> None:
-        await self.settle()
         await self.http.aclose()
         if self.forwarder.fast is not None:
             await self.forwarder.fast.aclose()

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from farm import keys
 from farm.builders.records import CompletionRecord
@@ -42,12 +43,17 @@ class NoCompletion(LookupError):
     """A reward names a completion the session does not have (or the session has none yet)."""
 
 
-# KEYS: session hash, completions list   ARGV: record json, ttl.  The record's index, or -1 (no session).
+# KEYS: session hash, completions list, ids set[, stats hash]  ARGV: record json, ttl, completion id[, field]
+# The record's index, or -1 (no session). Appending is idempotent by completion id, so a command retried
+# after a connection broke under it never logs a turn twice. With a stats key, counts the call there.
 _APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('SADD', KEYS[3], ARGV[3]) == 0 then return redis.call('LLEN', KEYS[2]) - 1 end
 local length = redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[3], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
+if KEYS[4] then redis.call('HINCRBY', KEYS[4], ARGV[4], 1) end
 return length - 1
 """
 
@@ -62,7 +68,8 @@ return length - 1
 
 
 class SessionStore:
-    """Keys: `{prefix}:{{sid}}` (hash), `...:completions` (list), `...:rewards` (hash), `...:failed` (list).
+    """Keys: `{prefix}:{{sid}}` (hash), `...:completions` (list), `...:ids` (set: the completion ids logged),
+    `...:rewards` (hash), `...:failed` (list).
 
     A session's keys share the hash tag of its id, so its scripts and transactions run on a Redis
     Cluster; the farm-wide call counter is written apart from them.
@@ -77,6 +84,8 @@ class SessionStore:
         self._cache: OrderedDict[str, SessionInfo] = OrderedDict()
         self.cache_size = 8192
         self._append = redis.register_script(_APPEND)
+        # On a cluster the farm-wide counter lives in another slot than the session's keys.
+        self._count_apart = isinstance(redis, AsyncRedisCluster)
         self._append_failure = redis.register_script(_APPEND_FAILURE)
 
     def _keys(self, sid: str) -> tuple[str, str, str]:
@@ -138,13 +147,20 @@ class SessionStore:
         return info
 
     async def append_completion(self, record: CompletionRecord) -> int:
-        """Append to the log; a call in flight when the session ended is still kept. Returns its index."""
+        """Append to the log (one round trip, idempotent by completion id); a call in flight when the session
+        ended is still kept. Returns its index."""
         key, completions, _ = self._keys(record.session_id)
-        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s]
-        index = int(await self._append(keys=[key, completions], args=args))
+        script_keys = [key, completions, f"{key}:ids"]
+        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s, record.completion_id]
+        counter = f"gateway_calls:{record.provider}"  # for /metrics
+        if not self._count_apart:
+            script_keys.append(keys.STATS)
+            args.append(counter)
+        index = int(await self._append(keys=script_keys, args=args))
         if index < 0:
             raise SessionNotFound(record.session_id)
-        await self.redis.hincrby(keys.STATS, f"gateway_calls:{record.provider}", 1)  # for /metrics
+        if self._count_apart:
+            await self.redis.hincrby(keys.STATS, counter, 1)
         return index
 
     async def append_failure(self, record: CompletionRecord) -> bool:
@@ -219,4 +235,4 @@ class SessionStore:
 
     async def delete(self, sid: str) -> None:
         self._cache.pop(sid, None)
-        await self.redis.delete(*self._keys(sid), self._failed(sid))
+        await self.redis.delete(*self._keys(sid), self._failed(sid), f"{self._keys(sid)[0]}:ids")

@@ -59,6 +59,8 @@ class TestReport(BaseModel):
     """The whole run was killed at its timeout."""
     note: str | None = None
     """Why nothing or not everything ran (no solution, a dead sandbox, a crashed runner)."""
+    sandbox_lost: bool = False
+    """The sandbox died under the tests (its execution server gone): nothing was graded."""
 
     @property
     def total(self) -> int:

@@ -45,6 +45,8 @@ from handlers.code.prompting import SOLUTION_PATH, SYSTEM_PROMPT, starter_files,
 from handlers.sandboxing import open_sandbox, sandbox_spec, start_sandbox, stop_sandbox
 
 MAX_SOLUTION_BYTES = 200_000
+GRADING_ATTEMPTS = 2
+"""Fresh sandboxes the hidden tests may run in when one dies under them (see CodeHandler.eval)."""
 RUNNER_GRACE_S = 15.0
 """Interpreter start-up and reporting time on top of `test_timeout_s` before the run is killed."""
 
@@ -112,8 +114,9 @@ def run_hidden_tests(
             stdin=json.dumps(request),
             timeout=budget_s + grace_s,
         )
-    except ExecServerError as exc:  # e.g. the solution killed every process of the sandbox
-        return TestReport.not_run(names, f"the sandbox failed while the tests ran: {exc}")
+    except ExecServerError as exc:  # killed from outside (an infrastructure failure), or by the solution
+        report = TestReport.not_run(names, f"the sandbox failed while the tests ran: {exc}")
+        return report.model_copy(update={"sandbox_lost": True})
     return parse_report(
         result.stdout,
         request["nonce"],
@@ -179,8 +182,18 @@ class CodeHandler(AgentHandler):
                 ctx, network=False, die_with_parent=True, ttl_s=inst.test_timeout_s + RUNNER_GRACE_S + 60
             )
             backend = ctx.spec.runtime.get("backend", "local")
-            with get_runtime(backend).start(spec) as sandbox:
-                report = run_hidden_tests(sandbox, inst.hidden_tests, names, solution, inst.test_timeout_s)
+            for attempt in range(1, GRADING_ATTEMPTS + 1):
+                with get_runtime(backend).start(spec) as sandbox:
+                    report = run_hidden_tests(
+                        sandbox, inst.hidden_tests, names, solution, inst.test_timeout_s
+                    )
+                if not report.sandbox_lost:
+                    break
+                # A sandbox killed from outside (OOM killer, a sweep, a lost server) graded nothing: a 0
+                # from it would be a fake one, so the tests run again in another fresh sandbox. A solution
+                # that kills its own sandbox kills the second as well (the whole pid namespace goes either
+                # way, so the two cannot be told apart from here): it is then graded 0 like any crash.
+                extra["eval_sandbox_lost"] = attempt
         return EvalOutput(
             reward=report.reward,
             artifacts={"test_results": [o.model_dump() for o in report.outcomes]},

@@ -66,7 +66,10 @@ def evaluate_with_swebench(task: SweTask, patch: str, *, timeout_s: float) -> Pa
         log = (done.stdout + done.stderr)[-LOG_TAIL_CHARS:]
         found = list(root.glob(f"logs/run_evaluation/{run_id}/*/{task.instance_id}/report.json"))
         if not found:
-            raise RuntimeError(f"the swebench harness wrote no report (exit {done.returncode}): {log}")
+            # The harness could not evaluate (Docker, an image build...): unscored, an infrastructure class.
+            raise EvaluatorUnavailable(
+                f"the swebench harness wrote no report (exit {done.returncode}): {log}"
+            )
         report = json.loads(found[0].read_text())[task.instance_id]
     status = report.get("tests_status", {})
 

@@ -6,6 +6,7 @@ Used until the real facade (`farm/api/`) runs end to end. Jobs are "scripted" by
   a hash of the job's group and slot (so a retry of the same slot gets the same reward);
 - `fail_attempts`: attempts (metadata.attempt) below this fail with a run-stage error;
 - `fail_slots`: sample slots that always fail;
+- `fail_type`: the failure class those failures end with (default `ScriptedFailure`);
 - `server_wait_s`: a blocking POST /process gives up after this long with 202 (as the API may).
 Served by a real uvicorn process (see conftest); `STANDIN_TOKEN` turns on bearer auth.
 """
@@ -88,7 +89,8 @@ async def _run(job_id: str, request: ProcessRequest) -> None:
             "fail_slots", []
         ):
             job.state = JobState.failed
-            job.error = StageError(stage="run", type="ScriptedFailure", message="scripted to fail")
+            kind = str(instance.get("fail_type", "ScriptedFailure"))
+            job.error = StageError(stage="run", type=kind, message="scripted to fail")
             return
         reward = _reward(instance, metadata, job_id)
         prompt = [1, 2, 3, 4 + slot]
