@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from farm.inference.generation import Generation
 
 
+class TurnVersionLog(Protocol):
+    """The policy version of each model call of a job (farm/agent/versions.py), as its trace carries it."""
+
+    def metadata(self) -> dict[str, Any]: ...
+
+
 class TokenGenerator(Protocol):
     """What a handler's agent loop asks of the model: token ids in, sampled ids and logprobs out, bound
     to the job's backend. The workers give farm/agent/policy.py's client (sticky backend, failover);
@@ -27,6 +33,16 @@ class TokenGenerator(Protocol):
 
     backends_used: list[str]
     """The backends this job generated on, in order (a failover adds the next)."""
+
+    @property
+    def versions(self) -> TurnVersionLog:
+        """The weight version that produced each call."""
+        ...
+
+    @property
+    def tool_call_parser(self) -> str | None:
+        """The tool-call parser the backend of the last call was registered with (None: not named)."""
+        ...
 
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation: ...
 
