@@ -119,7 +119,8 @@ def main() -> None:
         workers=[WorkerSpec("init", concurrency=4), WorkerSpec("run", concurrency=8), WorkerSpec("eval")],
         llm_servers=1,
         llm_args=["--accuracy", "0.5", "--seed", "11", "--token-latency-ms", str(args.token_latency_ms)],
-        env={"FARM_WORKDIR": str(scratch / "work")},
+        # the swe suite's repositories are built there: swe repo_paths must be inside an allowed root
+        env={"FARM_WORKDIR": str(scratch / "work"), "FARM_HOST_FILE_ROOTS": str(scratch / "swe-repos")},
         log_dir=scratch / "logs",
     )
     rows: dict[str, dict[str, float]] = {}

@@ -11,6 +11,9 @@ that copies it runs as root on most clusters. So a path is accepted only when:
 The check runs at submit (a 422 naming the field, nothing queued) and again on the worker, which then reads
 the files as that user (`pack_as_sandbox_user`: `tar` run with its uid and gid and no supplementary group),
 so the kernel itself refuses what the bits above could not tell (ACLs, a file swapped after the check).
+
+A `swe` job's `repo_path` (bound read-only, not copied) goes through the same roots
+(`resolve_inside_roots`) but not the readability rule: see handlers/swe/instance.py.
 """
 
 from __future__ import annotations
@@ -39,20 +42,28 @@ def allowed_roots(configured: str | None = None) -> list[str]:
     return [*dict.fromkeys([*found, PROJECT_DATA])]
 
 
-def check_host_path(path: str, roots: list[str] | None = None) -> str:
-    """The resolved path of `path` when a sandbox may receive a copy of it; HostPathRefused otherwise."""
+def resolve_inside_roots(path: str, roots: list[str] | None = None, *, strict: bool = True) -> str:
+    """The resolved path of `path` (every link and `..` followed) when it lies inside an allowed root;
+    HostPathRefused otherwise. `strict=False` accepts a path that does not exist here (its existing
+    part is still resolved), for a check made where the path may not be mounted (the API's host)."""
     if not path.startswith("/") or "\0" in path:
         raise HostPathRefused("the host path must be absolute")
     roots = allowed_roots() if roots is None else roots
     try:
-        real = os.path.realpath(path, strict=True)
+        real = os.path.realpath(path, strict=strict)
     except OSError:
         raise HostPathRefused(f"{path} does not exist on this host (or cannot be resolved)") from None
     if not any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots):
         raise HostPathRefused(
-            f"{path} is outside the directories the operator allows uploads from "
+            f"{path} is outside the directories the operator allows host files from "
             f"(FARM_HOST_FILE_ROOTS; links and `..` are resolved first): {':'.join(roots)}"
         )
+    return real
+
+
+def check_host_path(path: str, roots: list[str] | None = None) -> str:
+    """The resolved path of `path` when a sandbox may receive a copy of it; HostPathRefused otherwise."""
+    real = resolve_inside_roots(path, roots)
     identity = sandbox_identity()
     if identity is not None:
         _check_readable(real, identity)

@@ -19,6 +19,27 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def host_file_roots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tests' own temporary folders (pytest's base temp, where fixtures build sample repositories)
+    are an allowed host-file root for this session, besides whatever FARM_HOST_FILE_ROOTS already says:
+    swe `repo_path`s and `upload` steps must resolve inside one (handlers/host_files.py). The default
+    stays empty; farms the tests start inherit this environment unless they set their own roots.
+    Settings are cached (farm/settings.py `get_settings`): cleared so the next read sees it."""
+    from farm.settings import get_settings
+
+    before = os.environ.get("FARM_HOST_FILE_ROOTS")
+    basetemp = str(tmp_path_factory.getbasetemp())
+    os.environ["FARM_HOST_FILE_ROOTS"] = ":".join(r for r in (before, basetemp) if r)
+    get_settings.cache_clear()
+    yield os.environ["FARM_HOST_FILE_ROOTS"]
+    if before is None:
+        os.environ.pop("FARM_HOST_FILE_ROOTS", None)
+    else:
+        os.environ["FARM_HOST_FILE_ROOTS"] = before
+    get_settings.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[EmbeddedRedis]:
     server = EmbeddedRedis().start()

@@ -8,7 +8,15 @@ Where the repository comes from (exactly one):
 - `repo_path`: absolute path of a git repository (working tree or bare) on the worker nodes. It is
   bound read-only into the sandbox and cloned with `--shared`, so nothing is copied and no network
   is needed. Every node that runs init or eval for the job must see the path (a shared filesystem,
-  or the same machine).
+  or the same machine). The path must resolve, links and `..` followed, inside a directory the
+  operator allows host files from (FARM_HOST_FILE_ROOTS, or the project's own task data;
+  handlers/host_files.py): checked here (at submit: a 422 naming `repo_path`; a path the API's host
+  does not have is resolved as far as it exists) and again, strictly, on the worker before the bind
+  (repository.py `check_source`). Unlike an `upload` step, the sandbox's user need not be able to read
+  it: the farm binds root-private sources through an idmapped mount (containers/identity.py), so a
+  repository in a root-only directory INSIDE an allowed root is readable in the sandbox without
+  changing the host. That is why the roots are the whole defence here: a repository outside them
+  would be just as readable.
 - `repo_url`: any URL `git clone` takes (e.g. `https://github.com/{repo}.git`). Cloned inside the
   sandbox, so the job's runtime needs `network: true`.
 """
@@ -22,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from farm.handler.protocol import HandlerInstance
+from handlers.host_files import resolve_inside_roots
 
 _COMMIT = re.compile(r"^[0-9a-fA-F]{4,64}$")
 _URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://\S+|[\w.-]+@[\w.-]+:\S+)$")
@@ -101,6 +110,8 @@ class SweTask(BaseModel):
             raise ValueError("give either repo_path or repo_url, not both")
         if value is not None and not value.startswith("/"):
             raise ValueError("repo_path must be an absolute path")
+        if value is not None:
+            resolve_inside_roots(value, strict=False)  # HostPathRefused is a ValueError: names the field
         return value
 
     @property

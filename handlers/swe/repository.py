@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from containers.spec import ReadOnlyBind
+from handlers.host_files import HostPathRefused, resolve_inside_roots
 from handlers.swe.instance import SweTask
 
 if TYPE_CHECKING:
@@ -74,16 +75,32 @@ class PatchTooLarge(RuntimeError):
     pass
 
 
+def allowed_source(repo_path: str) -> str:
+    """`repo_path` resolved (links and `..` followed) when it is inside an allowed root on this node
+    (handlers/host_files.py); RepositoryError otherwise. Readability by the sandbox's user is not
+    required: the operator allowed the root, and root-private sources are bound through the staging's
+    idmapped mount (see instance.py)."""
+    try:
+        resolve_inside_roots(repo_path, strict=False)  # first: no existence oracle for other paths
+    except HostPathRefused as refused:
+        raise RepositoryError(f"repo_path refused: {refused}") from None
+    try:
+        return resolve_inside_roots(repo_path)
+    except HostPathRefused as refused:
+        raise RepositoryError(f"repo_path {repo_path}: {refused}") from None
+
+
 def source_binds(task: SweTask) -> list[ReadOnlyBind]:
+    """The repository's bind, from its resolved path (checked again: the one way a host path gets in)."""
     if task.repo_path is None:
         return []
-    return [ReadOnlyBind(source=task.repo_path, target=SOURCE_MOUNT)]
+    return [ReadOnlyBind(source=allowed_source(task.repo_path), target=SOURCE_MOUNT)]
 
 
 def check_source(task: SweTask, *, network: bool) -> None:
-    """Fail early, with the reason, when the sandbox could not reach the repository."""
+    """Fail early, with the reason, when the sandbox could not (or may not) reach the repository."""
     if task.repo_path is not None:
-        path = Path(task.repo_path)
+        path = Path(allowed_source(task.repo_path))
         if not path.is_dir():
             raise RepositoryError(f"repo_path {task.repo_path} does not exist (or is not a directory) here")
         if not ((path / ".git").exists() or (path / "HEAD").is_file()):

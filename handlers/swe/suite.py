@@ -4,6 +4,9 @@ FAIL_TO_PASS tests, fix.diff the gold fix; repos/instances.jsonl the rest) and b
 repositories on demand with fixed authors and dates, so base commits are the same on every machine.
 
     python -m handlers.swe.suite DEST    # build into DEST, print the instances as JSONL
+
+A farm takes a `repo_path` only inside a directory it allows host files from: build into (or below) one
+of FARM_HOST_FILE_ROOTS; `main` says so on stderr when DEST is outside them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+
+from handlers.host_files import HostPathRefused, resolve_inside_roots
 
 REPOS_DIR = Path(__file__).resolve().parent / "repos"
 IDENTITY = {
@@ -129,6 +134,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for built in build_repos(args[0]):
         print(json.dumps(built))
+    try:
+        resolve_inside_roots(str(Path(args[0]).resolve()))
+    except HostPathRefused:
+        print(
+            f"note: a farm takes these repo_paths only if {Path(args[0]).resolve()} is inside one of its "
+            "FARM_HOST_FILE_ROOTS (set it on the API and the workers)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -25,7 +25,7 @@ def host_files_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def farm(redis_server: EmbeddedRedis, host_files_root: Path) -> Iterator[LocalFarm]:
+def farm(redis_server: EmbeddedRedis, host_files_root: Path, host_file_roots: str) -> Iterator[LocalFarm]:
     logs = Path(tempfile.mkdtemp(prefix="farm-test-logs-"))
     flush = redis.Redis.from_url(redis_server.url)
     flush.flushdb()  # whatever other suites left on the session's Redis (backends, jobs) is not ours
@@ -45,7 +45,8 @@ def farm(redis_server: EmbeddedRedis, host_files_root: Path) -> Iterator[LocalFa
         env={
             "FARM_WORKDIR": str(logs / "work"),
             "FARM_HARNESS_CLI_DIRS": str(cli_cache()),
-            "FARM_HOST_FILE_ROOTS": str(host_files_root),
+            # plus the session's temporary folders, where swe tests build their repositories
+            "FARM_HOST_FILE_ROOTS": f"{host_files_root}:{host_file_roots}",
         },
         log_dir=logs,
     )

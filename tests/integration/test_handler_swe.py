@@ -116,6 +116,7 @@ def test_missing_base_commit_fails_init_with_the_reason(
     ("change", "loc"),
     [
         ({"repo_path": None}, ["body", "instance", "repo_path"]),
+        ({"repo_path": "/root"}, ["body", "instance", "repo_path"]),  # outside FARM_HOST_FILE_ROOTS
         ({"FAIL_TO_PASS": "not json"}, ["body", "instance", "FAIL_TO_PASS"]),
         ({"base_commit": "HEAD~1"}, ["body", "instance", "base_commit"]),
     ],

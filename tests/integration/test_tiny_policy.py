@@ -70,7 +70,8 @@ def tiny_farm() -> Iterator[LocalFarm]:
         llm_policy="tiny",
         llm_servers=1,
         llm_args=["--seed", "3"],
-        env={"FARM_WORKDIR": str(logs / "work")},
+        # swe repositories are built under the scratch folder: an allowed root (handlers/host_files.py)
+        env={"FARM_WORKDIR": str(logs / "work"), "FARM_HOST_FILE_ROOTS": str(logs / "swe-repos")},
         log_dir=logs,
     )
     farm.start(timeout_s=120)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from farm.handler.registry import get_handler
+from handlers.host_files import PROJECT_DATA
 from handlers.swe.instance import SweInstance, SweTask
 
 BASE: dict[str, Any] = {
@@ -20,7 +21,7 @@ BASE: dict[str, Any] = {
     "base_commit": "0123456789abcdef0123456789abcdef01234567",
     "problem_statement": "It breaks.",
     "FAIL_TO_PASS": ["tests/test_a.py::test_x"],
-    "repo_path": "/srv/repos/demo.git",
+    "repo_path": f"{PROJECT_DATA}/swe/repos/demo.git",  # inside an allowed root (need not exist at submit)
 }
 
 
