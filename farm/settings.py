@@ -98,7 +98,8 @@ class Settings(BaseSettings):
     project's own task data (the installed `handlers` package). A path must resolve, links followed,
     inside one of them, and be readable by the sandbox's host user (FARM_SANDBOX_UID when the farm runs as
     root), who also reads it: anything else is refused at submit with a 422 naming the step
-    (handlers/host_files.py)."""
+    (handlers/host_files.py). A `swe` job's `repo_path` must resolve inside them too (bound, not copied;
+    readability is not required: handlers/swe/instance.py)."""
     gateway_url: str | None = None
     """Where workers reach the model gateway (harness sessions), e.g. http://head:8000/gateway;
     unset means the API's own address (`api_host`:`api_port`)."""
