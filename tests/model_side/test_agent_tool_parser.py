@@ -12,6 +12,7 @@ from typing import Any
 
 from farm.agent.loop import AgentConfig, episode_trace, run_agent, select_parser
 from farm.agent.tools import FunctionTool
+from farm.agent.versions import TurnVersions
 from farm.chat.tokenizer import ChatTokenizer
 from farm.handler.context import JobContext
 from farm.inference import Generation
@@ -28,6 +29,7 @@ class CannedPolicy:
         self.tokenizer, self.texts = tokenizer, list(texts)
         self.tool_call_parser = parser
         self.backends_used = ["http://canned"]
+        self.versions = TurnVersions()
         self.prompts: list[str] = []
 
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation:
