@@ -26,7 +26,8 @@ def test_compose_file_validates() -> None:
     client = _client()
     if client is None:
         pytest.skip("no compose client here (Debian package docker-compose, or the docker compose plugin)")
-    env = {**os.environ, "FARM_API_TOKEN": "a-token"}  # required: the API is published (test below)
+    # required: the API and Flower are published (tests below)
+    env = {**os.environ, "FARM_API_TOKEN": "a-token", "FLOWER_BASIC_AUTH": "admin:a-password"}
     result = subprocess.run(
         [*client, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True, env=env
     )
@@ -39,7 +40,8 @@ def test_compose_requires_an_api_token() -> None:
     client = _client()
     if client is None:
         pytest.skip("no compose client here (Debian package docker-compose, or the docker compose plugin)")
-    env = {k: v for k, v in os.environ.items() if k != "FARM_API_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if k not in ("FARM_API_TOKEN", "FLOWER_BASIC_AUTH")}
+    env["FLOWER_BASIC_AUTH"] = "admin:a-password"
     command = [*client, "-f", str(COMPOSE), "config"]
     refused = subprocess.run(command, capture_output=True, text=True, env=env, cwd=COMPOSE.parent)
     assert refused.returncode != 0 and "FARM_API_TOKEN" in refused.stderr, refused.stderr
@@ -52,6 +54,32 @@ def test_compose_requires_an_api_token() -> None:
     services = yaml.safe_load(given.stdout)["services"]
     for name in ("api", "worker-init", "worker-run", "worker-eval", "register-backend"):
         assert services[name]["environment"]["FARM_API_TOKEN"] == "t0k3n", name
+
+
+def test_compose_puts_flower_behind_basic_auth_and_inference_on_loopback() -> None:
+    """Flower is published on every interface: without FLOWER_BASIC_AUTH the file does not validate, and
+    no unauthenticated API is switched on; the inference servers are published on loopback only."""
+    client = _client()
+    if client is None:
+        pytest.skip("no compose client here (Debian package docker-compose, or the docker compose plugin)")
+    env = {k: v for k, v in os.environ.items() if k != "FLOWER_BASIC_AUTH"}
+    env["FARM_API_TOKEN"] = "t0k3n"
+    command = [*client, "-f", str(COMPOSE), "--profile", "reference", "config"]
+    refused = subprocess.run(command, capture_output=True, text=True, env=env, cwd=COMPOSE.parent)
+    assert refused.returncode != 0 and "FLOWER_BASIC_AUTH" in refused.stderr, refused.stderr
+    env["FLOWER_BASIC_AUTH"] = "admin:pw"
+    given = subprocess.run(command, capture_output=True, text=True, env=env, cwd=COMPOSE.parent)
+    assert given.returncode == 0, given.stderr
+    import yaml
+
+    services = yaml.safe_load(given.stdout)["services"]
+    flower = services["flower"]["environment"]
+    assert flower["FLOWER_BASIC_AUTH"] == "admin:pw" and "FLOWER_UNAUTHENTICATED_API" not in flower
+    for name in ("vllm", "reference-llm"):
+        for port in services[name]["ports"]:
+            host_ip = port.get("host_ip", "") if isinstance(port, dict) else ""
+            published = port if isinstance(port, str) else f"{host_ip}:{port.get('published')}"
+            assert published.startswith("127.0.0.1:"), (name, port)
 
 
 def test_compose_has_every_role() -> None:
