@@ -48,7 +48,10 @@ def roots() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def farm(redis_server: EmbeddedRedis, roots: Path) -> Iterator[LocalFarm]:
+def farm(roots: Path) -> Iterator[LocalFarm]:
+    # A Redis of its own: on the session's, a farm another module left running would take these jobs
+    # with its own FARM_HOST_FILE_ROOTS.
+    redis_server = EmbeddedRedis().start()
     logs = Path(tempfile.mkdtemp(prefix="farm-host-files-logs-"))
     local = LocalFarm(
         redis_url=redis_server.url,
@@ -57,9 +60,12 @@ def farm(redis_server: EmbeddedRedis, roots: Path) -> Iterator[LocalFarm]:
         env={"FARM_WORKDIR": str(logs / "work"), "FARM_HOST_FILE_ROOTS": str(roots)},
         log_dir=logs,
     )
-    local.start(timeout_s=90)
-    yield local
-    local.stop()
+    try:
+        local.start(timeout_s=90)
+        yield local
+        local.stop()
+    finally:
+        redis_server.stop()
 
 
 @pytest.fixture
