@@ -144,6 +144,6 @@ def log_fallbacks_once() -> None:
     if missing:
         log.warning("cgroup controllers not writable: %s; those limits fall back to rlimits", missing)
     log.warning(
-        "workspace disk quota only where a spec sets limits.disk_mb (size-capped tmpfs); otherwise "
-        "RLIMIT_FSIZE caps each file, not the workspace's total"
+        "workspace disk: a hard quota only where a spec sets limits.disk_mb (size-capped tmpfs); otherwise "
+        "the disk watch's soft cap (FARM_SANDBOX_DISK_MB, containers/disk_watch.py) and RLIMIT_FSIZE per file"
     )
