@@ -106,9 +106,10 @@ def _same_meaning(
     rendered: list[int],
     sampled: list[int],
     reader: Reader | None,
-) -> bool:
+) -> bool | None:
     """Whether a re-rendered turn says what was sampled: the chat messages the harness sent back, and
-    (with a reader) the rendered tokens, what the model reads next, must both say the same."""
+    (with a reader) the rendered tokens, what the model reads next, must both say the same. None: the
+    messages agree but a reader was asked for and could not read the tokens (the trace says so)."""
     if not _same_turn_reserialized(prev, nxt):
         return False
     if reader is None:
@@ -116,7 +117,7 @@ def _same_meaning(
     try:
         return reader(rendered) == reader(sampled)
     except _Unreadable:
-        return True  # nothing to read them with: the messages decide, as without a reader
+        return None
 
 
 class _Unreadable(Exception):
@@ -178,6 +179,9 @@ class _TraceBuilder:
     segments: list[dict[str, Any]] = field(default_factory=list)
     drift: list[dict[str, Any]] = field(default_factory=list)
     reserialized: list[str] = field(default_factory=list)
+    rendered_unchecked: list[str] = field(default_factory=list)
+    """Re-serialized turns whose rendered tokens could not be read (no tokenizer, unknown ids): judged by
+    the chat messages alone."""
     logprobs_available: bool = True
 
     def __post_init__(self) -> None:
@@ -229,6 +233,7 @@ class _TraceBuilder:
                 "retokenization_drift": bool(self.drift),
                 "drift": self.drift,
                 "reserialized": self.reserialized,
+                "reserialized_unchecked": self.rendered_unchecked,
                 "logprobs_available": self.logprobs_available,
             },
         )
@@ -250,8 +255,11 @@ def _merge_chain(
         ends_with_eot = bool(prev.response_ids) and prev.response_ids[-1] == eot
         sampled_body = prev.response_ids[:-1] if ends_with_eot else prev.response_ids
         rendered = tail[:cut]
-        if rendered != sampled_body and _same_meaning(prev, nxt, rendered, sampled_body, reader):
+        same = rendered != sampled_body and _same_meaning(prev, nxt, rendered, sampled_body, reader)
+        if same is not False:
             current.reserialized.append(prev.completion_id)
+            if same is None:
+                current.rendered_unchecked.append(prev.completion_id)
         elif rendered != sampled_body:
             mismatch = next(
                 (i for i, (a, b) in enumerate(zip(rendered, sampled_body, strict=False)) if a != b),

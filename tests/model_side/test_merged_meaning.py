@@ -5,6 +5,7 @@ something else is drift, even when the chat messages the harness sent back look 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from farm.builders import CompletionRecord, build_traces
 from farm.chat.tokenizer import ChatTokenizer
@@ -67,3 +68,13 @@ def test_without_reading_the_rendered_tokens_the_messages_decide() -> None:
     records = link(rendered, call('{"command": "ls", "timeout": 5}'))
     (trace,) = build_traces("prefix_merging", records, compare_rendered=False)
     assert trace.metadata["reserialized"] == ["c0"]  # what the check on messages alone would miss
+
+
+def test_tokens_no_tokenizer_can_read_are_flagged_as_unchecked(tmp_path: Path) -> None:
+    """Asked to read the rendered tokens with a tokenizer that cannot be loaded, the merge falls back to the
+    messages and the trace says which turns were judged that way, never a silent `reserialized`."""
+    rendered = render({"command": "rm -rf /", "timeout": 5}, indent=None)
+    records = link(rendered, call('{"command": "ls", "timeout": 5}'))
+    missing = str(tmp_path / "no-such-tokenizer")
+    (trace,) = build_traces("prefix_merging", records, tokenizer=missing)
+    assert trace.metadata["reserialized"] == ["c0"] and trace.metadata["reserialized_unchecked"] == ["c0"]
