@@ -36,15 +36,17 @@ _DS_CALL = re.compile(
 )
 
 
-def _arguments(raw: Any, number: int, errors: list[str]) -> dict[str, Any] | None:
+def json_arguments(raw: Any, where: str, errors: list[str]) -> dict[str, Any] | None:
+    """A call's arguments as a JSON object (given as one, or as its JSON text); None with the reason in
+    `errors`, prefixed by `where` (e.g. "tool call 2 (search)")."""
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
-            errors.append(f"tool call {number}: arguments are not JSON ({exc.msg})")
+            errors.append(f"{where}: arguments are not JSON ({exc.msg})")
             return None
     if not isinstance(raw, dict):
-        errors.append(f"tool call {number}: arguments are not a JSON object")
+        errors.append(f"{where}: arguments must be a JSON object")
         return None
     return raw
 
@@ -59,7 +61,7 @@ def parse_mistral(text: str) -> tuple[str, list[ToolCall], list[str]]:
     if MISTRAL_ARGS in rest:
         for number, chunk in enumerate(chunks, 1):
             name, has_args, raw = chunk.partition(MISTRAL_ARGS)
-            args = _arguments(raw.strip(), number, errors) if has_args else None
+            args = json_arguments(raw.strip(), f"tool call {number}", errors) if has_args else None
             if not has_args:
                 errors.append(f"tool call {number}: no {MISTRAL_ARGS}")
             elif args is not None:
@@ -73,7 +75,7 @@ def parse_mistral(text: str) -> tuple[str, list[ToolCall], list[str]]:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             errors.append(f"tool call {number}: no name")
             continue
-        args = _arguments(item.get("arguments", {}), number, errors)
+        args = json_arguments(item.get("arguments", {}), f"tool call {number}", errors)
         if args is not None:
             # v3 answers carry the call's id (mistral-common renders it back in [TOOL_RESULTS])
             given = {"id": item["id"]} if isinstance(item.get("id"), str) and item["id"] else {}
@@ -92,7 +94,7 @@ def parse_deepseek(text: str) -> tuple[str, list[ToolCall], list[str]]:
     if not matches:
         errors.append("tool calls block holds no well-formed call")
     for number, match in enumerate(matches, 1):
-        args = _arguments(match["args"], number, errors)
+        args = json_arguments(match["args"], f"tool call {number}", errors)
         if args is not None:
             calls.append(ToolCall(name=match["name"].strip(), arguments=args))
     return head, calls, errors

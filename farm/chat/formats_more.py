@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from farm.chat.family_tool_calls import ds_token
+from farm.chat.family_tool_calls import ds_token, json_arguments
 from farm.chat.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCall
 
 Schemas = Mapping[str, Mapping[str, Any]]
@@ -125,18 +125,6 @@ def _glm_typed(value: str, kind: str | None) -> Any:
     return _literal(value)
 
 
-def _json_args(raw: str, number: int, errors: list[str], name: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        errors.append(f"tool call {number} ({name}): arguments are not JSON ({exc.msg})")
-        return None
-    if not isinstance(value, dict):
-        errors.append(f"tool call {number} ({name}): arguments must be a JSON object")
-        return None
-    return value
-
-
 def split_qwen3_coder(text: str, schemas: Schemas) -> Split:
     start = text.find(TOOL_CALL_OPEN)
     bare = text.find("<function=")
@@ -213,7 +201,7 @@ def split_kimi_k2(text: str, schemas: Schemas) -> Split:
                 f"tool call {number}: not functions.NAME:N{KIMI_ARGS}{{json}}{KIMI_END} ({chunk[:60]!r})"
             )
             continue
-        arguments = _json_args(raw.strip(), number, errors, found[1])
+        arguments = json_arguments(raw.strip(), f"tool call {number} ({found[1]})", errors)
         if arguments is not None:
             calls.append(ToolCall(id=head.strip(), name=found[1], arguments=arguments))
     return text[:start], calls, errors
@@ -237,7 +225,7 @@ def split_deepseek_v31(text: str, schemas: Schemas) -> Split:
                 f"tool call {number}: expected NAME{DS_SEP}{{json}}{DS_CALL_END}, got {chunk[:60]!r}"
             )
             continue
-        arguments = _json_args(raw.strip(), number, errors, name.strip())
+        arguments = json_arguments(raw.strip(), f"tool call {number} ({name.strip()})", errors)
         if arguments is not None:
             calls.append(ToolCall(name=name.strip(), arguments=arguments))
     return text[:start], calls, errors
