@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -94,6 +96,8 @@ class LocalFarm:
     llm_servers: int = 1
     env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
+    """Where each child's output goes (`<child>.log`). None and quiet: a private directory removed at
+    stop, read back when a child dies while starting, so the error says why."""
     quiet: bool = True
     supervise: bool = False
     """Restart a child that exits on its own (as systemd's Restart=always would), with backoff: a Celery
@@ -102,6 +106,7 @@ class LocalFarm:
     """Refuse to start (FarmStartError "port N in use") when `api_port` is taken, before starting anything."""
 
     _redis: EmbeddedRedis | None = None
+    _own_logs: Path | None = None
     _children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _commands: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
     llm_urls: list[str] = field(default_factory=list)
@@ -144,12 +149,13 @@ class LocalFarm:
         )
 
     def _spawn(self, name: str, argv: list[str], **env: str) -> subprocess.Popen[bytes]:
-        out: int | IO[bytes] | None = subprocess.DEVNULL
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
-        elif not self.quiet:
-            out = None
+        out: int | IO[bytes] | None = None
+        if self.log_dir is None and self.quiet and self._own_logs is None:
+            self._own_logs = Path(tempfile.mkdtemp(prefix="farm-start-logs-"))
+        logs = self.log_dir or (self._own_logs if self.quiet else None)
+        if logs is not None:
+            logs.mkdir(parents=True, exist_ok=True)
+            out = open(logs / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
         proc = spawn(  # dies with this process, even SIGKILLed (farm/children.py)
             argv, env=self.child_env(**env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -272,7 +278,8 @@ class LocalFarm:
         for name, proc in self._children:
             if proc.poll() is not None:
                 hint = f" (see {self.log_dir / (name + '.log')})" if self.log_dir else ""
-                raise RuntimeError(f"{name} exited with code {proc.returncode} while starting{hint}")
+                why = _last_lines(self.log_dir or self._own_logs, name)
+                raise RuntimeError(f"{name} exited with code {proc.returncode} while starting{hint}{why}")
 
     def _wait_http(self, url: str, deadline: float, healthy: Callable[[httpx.Response], bool]) -> None:
         while True:
@@ -349,12 +356,26 @@ class LocalFarm:
         if self._redis is not None:
             self._redis.stop()
             self._redis = None
+        if self._own_logs is not None:
+            shutil.rmtree(self._own_logs, ignore_errors=True)
+            self._own_logs = None
 
     def __enter__(self) -> LocalFarm:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _last_lines(logs: Path | None, child: str, count: int = 12) -> str:
+    """The end of a child's output, to put in the error its death while starting raises."""
+    if logs is None:
+        return ""
+    try:
+        lines = (logs / f"{child}.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return (":\n  " + "\n  ".join(lines[-count:])) if lines else ""
 
 
 def _farm_healthy(response: httpx.Response) -> bool:

@@ -40,7 +40,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelConnectionPool
 from redis.asyncio.sentinel import SentinelManagedConnection as AsyncSentinelManagedConnection
-from redis.backoff import AbstractBackoff
+from redis.backoff import AbstractBackoff, NoBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
@@ -253,9 +253,10 @@ def retries_for(backoff: AbstractBackoff, window_s: float) -> int:
 
 
 def _with_retry(defaults: dict[str, Any], retry: bool, window_s: float | None) -> dict[str, Any]:
-    """The settings' retry options (or none); for Sentinel with as many retries as span `window_s`."""
+    """The settings' retry options, or no retry at all (a probe must fail fast: redis-py's own default
+    retries three times); for Sentinel with as many retries as span `window_s`."""
     if not retry:
-        return {}
+        return {"retry": type(defaults["retry"])(NoBackoff(), 0)}  # the sync or asyncio Retry, as given
     if window_s is not None:
         policy = defaults["retry"]
         policy.update_retries(retries_for(policy._backoff, window_s))
@@ -274,12 +275,13 @@ def redis_client(
     url: str | None = None, *, settings: Settings | None = None, retry: bool = True, **options: Any
 ) -> redis.Redis:
     """A sync client for `url` (default FARM_REDIS_URL); `options` go to every connection
-    (e.g. `decode_responses=True`). `retry=False` leaves out the retry options (probes)."""
+    (e.g. `decode_responses=True`). `retry=False` makes one attempt per command (probes)."""
     settings = settings or get_settings()
     url = url or settings.redis_url
     if is_cluster_url(url):
         # The same commands, routed by slot (RedisCluster retries a moved slot or a lost node itself).
-        return cast(redis.Redis, RedisCluster.from_url(node_url(url), **options))
+        no_retry = {} if retry else _with_retry(redis_retry_options(), False, None)
+        return cast(redis.Redis, RedisCluster.from_url(node_url(url), **{**no_retry, **options}))
     if not is_sentinel_url(url):
         options = {**pool_options(settings), **_with_retry(redis_retry_options(), retry, None), **options}
         return redis.Redis.from_pool(redis.BlockingConnectionPool.from_url(url, **options))
@@ -302,7 +304,8 @@ def async_redis_client(
     settings = settings or get_settings()
     url = url or settings.redis_url
     if is_cluster_url(url):
-        return cast(aioredis.Redis, AsyncRedisCluster.from_url(node_url(url), **options))
+        no_retry = {} if retry else _with_retry(async_redis_retry_options(), False, None)
+        return cast(aioredis.Redis, AsyncRedisCluster.from_url(node_url(url), **{**no_retry, **options}))
     if not is_sentinel_url(url):
         options = {
             **pool_options(settings),

@@ -15,8 +15,6 @@ import contextlib
 import json
 
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from farm.outage import redis_outage
@@ -44,15 +42,13 @@ class RedisWatch:
 
     @classmethod
     def create(cls, settings: Settings) -> RedisWatch:
-        client = async_redis_client(
+        client = async_redis_client(  # retry=False: no retries at all, the watch's own PING must fail fast
             settings.redis_url,
             settings=settings,
             retry=False,
             socket_connect_timeout=PING_TIMEOUT_S,
             socket_timeout=PING_TIMEOUT_S,
         )
-        # No retries at all: the watch's own PING must fail fast (redis-py retries three times by default).
-        client.connection_pool.connection_kwargs["retry"] = Retry(NoBackoff(), 0)
         return cls(client)
 
     async def answers(self) -> bool:
