@@ -3,6 +3,7 @@ the gateway and the run report."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import signal
 import time
@@ -11,16 +12,25 @@ from typing import Any
 
 import click
 
-from farm.gateway.cli import gateway
 from farm.identity import mask_url
-from farm.llm.cli import llm
-from farm.report.cli import report
 from farm.settings import Settings, get_settings
+
+GROUPS = {"llm": "farm.llm.cli", "gateway": "farm.gateway.cli", "report": "farm.report.cli"}
+"""Subcommand groups imported when named: `farm api` (how the launcher starts the API) then skips the
+reference LLM's and the report's imports, about a second on a busy 2-core machine."""
 
 
 class FarmGroup(click.Group):
     """Every error of a subcommand is one line `farm <command>: <what went wrong>` and exit code 1;
     `--debug` shows the traceback instead."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *GROUPS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in GROUPS and name not in self.commands:
+            self.add_command(getattr(importlib.import_module(GROUPS[name]), name))
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -63,7 +73,8 @@ def given_api_port(settings: Settings) -> int | None:
 @main.command()
 @click.option("--host", default=None, help="Default FARM_API_HOST or 127.0.0.1.")
 @click.option("--port", type=int, default=None, help="Default FARM_API_PORT or 8000.")
-def api(host: str | None, port: int | None) -> None:
+@click.option("--fd", type=int, default=None, hidden=True, help="Serve on this inherited bound socket.")
+def api(host: str | None, port: int | None, fd: int | None) -> None:
     """Serve the REST facade and the model gateway (uvicorn)."""
     from farm.embedded_redis import port_in_use
     from farm.launcher import FarmStartError
@@ -72,16 +83,15 @@ def api(host: str | None, port: int | None) -> None:
     settings = get_settings()
     host, port = host or settings.api_host, port or settings.api_port
     check_listen(host, settings.api_token)
-    if port_in_use(port, "127.0.0.1" if host in ("0.0.0.0", "::", "") else host):
+    if fd is None and port_in_use(port, "127.0.0.1" if host in ("0.0.0.0", "::", "") else host):
         raise FarmStartError(f"port {port} in use")  # before uvicorn and the app are imported (seconds)
-    import uvicorn
-
     from farm.redis_clients import redis_answers
+    from farm.web.serving import API_OPTIONS, serve
 
     if not redis_answers(settings.redis_url, settings=settings):
         raise FarmStartError(f"Redis at {mask_url(settings.redis_url)} does not answer (FARM_REDIS_URL)")
     click.echo(f"farm api: http://{host}:{port} (docs at /docs), Redis {mask_url(settings.redis_url)}")
-    uvicorn.run("farm.api.app:create_app", factory=True, host=host, port=port, log_level="warning")
+    serve("farm.api.app:create_app", factory=True, host=host, port=port, fd=fd, **API_OPTIONS)
 
 
 def _llm_args(token_latency_ms: float, accuracy: float, seed: int) -> list[str]:
@@ -243,10 +253,6 @@ def demo(
     if code:
         raise click.exceptions.Exit(code)
 
-
-main.add_command(llm)
-main.add_command(gateway)
-main.add_command(report)
 
 if __name__ == "__main__":
     main()

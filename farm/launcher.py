@@ -33,6 +33,7 @@ from farm.embedded_redis import EmbeddedRedis, free_port, port_in_use
 from farm.identity import DEFAULT_WORKDIR, farm_id, farm_workdir, mask_url
 from farm.redis_clients import redis_answers, redis_client
 from farm.settings import DEFAULT_SENTINEL_MASTER, Settings
+from farm.web.serving import bind_listening
 from farm.workers import live_workers
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class LocalFarm:
     _own_logs: Path | None = None
     _children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _commands: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
+    _listens: dict[str, tuple[str, int] | None] = field(default_factory=dict)
     llm_urls: list[str] = field(default_factory=list)
     restarts: int = 0
     _watch_stop: threading.Event = field(default_factory=threading.Event)
@@ -148,7 +150,27 @@ class LocalFarm:
             redis_sentinel_password=env.get("FARM_REDIS_SENTINEL_PASSWORD") or None,
         )
 
-    def _spawn(self, name: str, argv: list[str], **env: str) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, argv: list[str], listen: tuple[str, int] | None = None, **env: str
+    ) -> subprocess.Popen[bytes]:
+        """Start child `name`; a server gets its socket on `listen` (host, port) bound here and handed
+        down (`--fd`, farm/web/serving.py), so no other process can take the port before it serves."""
+        sock = bind_listening(*listen) if listen else None
+        try:
+            fd_args = ["--fd", str(sock.fileno())] if sock else []
+            return self._spawn_child(name, argv, fd_args, listen, env)
+        finally:
+            if sock is not None:
+                sock.close()  # the child holds its own copy
+
+    def _spawn_child(
+        self,
+        name: str,
+        argv: list[str],
+        fd_args: list[str],
+        listen: tuple[str, int] | None,
+        env: dict[str, str],
+    ) -> subprocess.Popen[bytes]:
         out: int | IO[bytes] | None = None
         if self.log_dir is None and self.quiet and self._own_logs is None:
             self._own_logs = Path(tempfile.mkdtemp(prefix="farm-start-logs-"))
@@ -157,10 +179,16 @@ class LocalFarm:
             logs.mkdir(parents=True, exist_ok=True)
             out = open(logs / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
         proc = spawn(  # dies with this process, even SIGKILLed (farm/children.py)
-            argv, env=self.child_env(**env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            [*argv, *fd_args],
+            env=self.child_env(**env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=[int(fd_args[1])] if fd_args else [],
         )
         self._children = [(n, p) for n, p in self._children if n != name] + [(name, proc)]
         self._commands[name] = (argv, env)
+        self._listens[name] = listen
         self._started_at[name] = time.monotonic()
         return proc
 
@@ -191,22 +219,12 @@ class LocalFarm:
         if self.llm_policy:
             for i in range(self.llm_servers):
                 port = self.llm_port + i if self.llm_port else free_port()
-                serve = [
-                    "llm",
-                    "serve",
-                    "--policy",
-                    self.llm_policy,
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                ]
-                self._spawn(f"llm{i}", [sys.executable, "-m", "farm.cli", *serve, *self.llm_args])
+                serve = ["llm", "serve", "--policy", self.llm_policy, "--host", "127.0.0.1"]
+                argv = [sys.executable, "-m", "farm.cli", *serve, "--port", str(port), *self.llm_args]
+                self._spawn(f"llm{i}", argv, listen=("127.0.0.1", port))
                 self.llm_urls.append(f"http://127.0.0.1:{port}/v1")
-        uvicorn = ["uvicorn", "farm.api.app:create_app", "--factory", "--host", "127.0.0.1"]
-        uvicorn += ["--port", str(self.api_port), "--log-level", "warning", "--no-access-log"]
-        uvicorn += ["--timeout-keep-alive", "75"]  # trainers hold pools of keep-alive connections
-        self._spawn("api", [sys.executable, "-m", *uvicorn])
+        api = [sys.executable, "-m", "farm.cli", "api", "--host", "127.0.0.1", "--port", str(self.api_port)]
+        self._spawn("api", api, listen=("127.0.0.1", self.api_port))
         for i, worker in enumerate(self.workers):
             label = worker.name or worker.queues.replace(",", "+")
             env = {"FARM_NODE": worker.node} if worker.node else {}
@@ -323,7 +341,7 @@ class LocalFarm:
         with contextlib.suppress(subprocess.TimeoutExpired):
             old.wait(10)
         argv, env = self._commands[name]
-        return self._spawn(name, argv, **env)
+        return self._spawn(name, argv, self._listens.get(name), **env)
 
     def alive(self) -> bool:
         return all(proc.poll() is None for _, proc in self._children)

@@ -50,12 +50,12 @@ def llm() -> None:
 @click.option("--finish-faults", "finish_faults", default="", callback=lambda _c, _p, v: _faults(v),
               help="Finish reasons forced by chance, e.g. abort=0.1,repetition=0.05.")  # fmt: skip
 @click.option("--log-level", default="warning", show_default=True)
+@click.option("--fd", type=int, default=None, hidden=True, help="Serve on this inherited bound socket.")
 def serve(host: str, port: int, scripts: tuple[str, ...], no_handler_scripts: bool, log_level: str,
-          **settings: object) -> None:  # fmt: skip
+          fd: int | None, **settings: object) -> None:  # fmt: skip
     """Serve /v1/completions, /v1/chat/completions, /generate, /tokenize, /detokenize, /v1/models, /health."""
-    import uvicorn
-
     from farm.llm.app import create_app
+    from farm.web.serving import serve as serve_app
 
     try:
         config = ServerConfig.model_validate(
@@ -66,4 +66,4 @@ def serve(host: str, port: int, scripts: tuple[str, ...], no_handler_scripts: bo
         raise click.UsageError(problems) from None
     app = create_app(config)
     click.echo(f"reference LLM ({config.policy}, {config.emulate}) on http://{host}:{port}/v1", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    serve_app(app, host=host, port=port, fd=fd, log_level=log_level)
