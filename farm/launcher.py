@@ -151,14 +151,18 @@ class LocalFarm:
         )
 
     def _spawn(
-        self, name: str, argv: list[str], listen: tuple[str, int] | None = None, **env: str
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        listen: tuple[str, int] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start child `name`; a server gets its socket on `listen` (host, port) bound here and handed
         down (`--fd`, farm/web/serving.py), so no other process can take the port before it serves."""
         sock = bind_listening(*listen) if listen else None
         try:
             fd_args = ["--fd", str(sock.fileno())] if sock else []
-            return self._spawn_child(name, argv, fd_args, listen, env)
+            return self._spawn_child(name, argv, fd_args, listen, env or {})
         finally:
             if sock is not None:
                 sock.close()  # the child holds its own copy
@@ -235,7 +239,7 @@ class LocalFarm:
             # Heartbeats (one PUBLISH per worker every 10 s) let Flower list the workers; Flower turns
             # task events on itself (enable_events) while it watches, so they cost nothing otherwise.
             argv += ["--without-gossip", "--without-mingle", "--heartbeat-interval", "10", "-l", "warning"]
-            self._spawn(f"worker-{label}-{i}", argv, **env)
+            self._spawn(f"worker-{label}-{i}", argv, env)
 
         self._wait_http(f"{self.api_url}/healthz", deadline, healthy=_farm_healthy)
         for url in self.llm_urls:
@@ -341,7 +345,7 @@ class LocalFarm:
         with contextlib.suppress(subprocess.TimeoutExpired):
             old.wait(10)
         argv, env = self._commands[name]
-        return self._spawn(name, argv, self._listens.get(name), **env)
+        return self._spawn(name, argv, env, self._listens.get(name))
 
     def alive(self) -> bool:
         return all(proc.poll() is None for _, proc in self._children)
