@@ -10,7 +10,11 @@ workspace), and the shell finds commands on PATH. A rollout can plant any of the
   host without following links (`scan_implicit`, `changed_implicit`);
 - runs its commands with `evaluation_env`: no user site, a fresh $HOME, no BASH_ENV/ENV, and PATH without
   any entry the sandbox can write (the workspace, /tmp);
-- in the rollout's own sandbox, first kills what the rollout left running (`Sandbox.quiesce`).
+- in the rollout's own sandbox, first kills what the rollout left running (`Sandbox.quiesce`);
+- counts a sandbox whose execution server was lost after the rollout ran in it as the rollout's doing
+  (`sandbox_lost_by_rollout`): scored 0 and flagged, never an infrastructure failure. The rollout's
+  commands run as the server's user and can kill it; a trainer leaves infrastructure failures out, so
+  otherwise a policy could learn to dodge its zeros by breaking its sandbox.
 """
 
 from __future__ import annotations
@@ -32,6 +36,14 @@ WRITABLE_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run/farm")
 """Directories every sandbox can write besides its workspace: never on an evaluation's PATH."""
 MAX_HASHED_BYTES = 8 << 20
 _DIFF_PATHS = re.compile(r"^(?:diff --git a/(.+?) b/(.+?)|(?:---|\+\+\+) (?:a|b)/(.+?)(?:\t.*)?)$")
+
+
+def sandbox_lost_by_rollout(exc: Exception) -> str:
+    """The flag a job carries when its rollout's sandbox lost its execution server (module docstring)."""
+    return (
+        f"the sandbox's execution server was lost after the rollout ran in it ({exc}); "
+        "counted as the rollout's doing, scored 0"
+    )
 
 
 def is_implicit(path: str) -> bool:

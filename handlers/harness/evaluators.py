@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from containers import Sandbox, attach
+from containers import ExecServerError, Sandbox, attach
 from farm.handler.context import JobContext
 from farm.handler.protocol import EvalOutput, RunOutput
 from handlers.evaluation_guard import (
@@ -28,6 +28,7 @@ from handlers.evaluation_guard import (
     command_path,
     evaluation_env,
     refused_patch_paths,
+    sandbox_lost_by_rollout,
     scan_implicit,
     workspace_path_dirs,
 )
@@ -142,12 +143,22 @@ class OutputTestEvaluator(HarnessEvaluator):
             if problem:
                 return {"test": {"passed": False, "exit_code": None, "output": problem, "fresh": True}}
             return {"test": self._run_test(sandbox, config, timeout, fresh=True)}
+        except ExecServerError as exc:
+            if config.fresh:  # the farm's own fresh runtime failed: infrastructure (below)
+                return self._unavailable(ctx, exc, config)
+            # The rollout's own sandbox, after the rollout ran in it: its doing (evaluation_guard).
+            lost = sandbox_lost_by_rollout(exc)
+            return {"test": {"passed": False, "exit_code": None, "output": lost, "sandbox_lost": lost}}
         except Exception as exc:  # infrastructure, not the policy's doing: eval fails instead of scoring 0
-            log.warning("test_on_output could not run for %s: %s", ctx.job_id, exc)
-            return {"test": {"passed": False, "error": f"{type(exc).__name__}: {exc}", "fresh": config.fresh}}
+            return self._unavailable(ctx, exc, config)
         finally:
             if facts.fresh is not None:
                 facts.fresh.stop()
+
+    @staticmethod
+    def _unavailable(ctx: JobContext, exc: Exception, config: OutputTestConfig) -> dict[str, Any]:
+        log.warning("test_on_output could not run for %s: %s", ctx.job_id, exc)
+        return {"test": {"passed": False, "error": f"{type(exc).__name__}: {exc}", "fresh": config.fresh}}
 
     @staticmethod
     def _tampered(facts: RunFacts) -> list[str]:
@@ -206,6 +217,9 @@ class OutputTestEvaluator(HarnessEvaluator):
             raise EvaluatorUnavailable(f"test_on_output could not run the test: {test['error']}")
         if test.get("tampered"):
             return EvalOutput(reward=0.0, metadata={"tests_passed": False, "tampered": test["tampered"]})
+        if test.get("sandbox_lost"):
+            lost = {"tests_passed": False, "sandbox_lost": test["sandbox_lost"]}
+            return EvalOutput(reward=0.0, metadata=lost)
         passed = bool(test.get("passed"))
         return EvalOutput(reward=1.0 if passed else 0.0, metadata={"tests_passed": passed})
 

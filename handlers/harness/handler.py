@@ -15,14 +15,14 @@ import logging
 import time
 from typing import Any, Literal
 
-from containers import Sandbox
+from containers import ExecServerError, Sandbox, SandboxLimitExceeded
 from containers.results import ExecResult
 from farm.builders import builder_names
 from farm.errors import JobCancelled, LeaseLost, WorkerDraining
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
 from farm.handler.registry import register
-from handlers.evaluation_guard import scan_implicit
+from handlers.evaluation_guard import sandbox_lost_by_rollout, scan_implicit
 from handlers.harness.adapters import HarnessInputs, HarnessPlan, get_adapter
 from handlers.harness.evaluators import FreshRuntime, RunFacts, resolve
 from handlers.harness.execution import Interrupted, checked_exec, quietly, run_interruptible
@@ -143,7 +143,7 @@ class HarnessHandler(AgentHandler):
                 # A new connection: after an interruption the harness's exec may still hold the old one.
                 after = open_sandbox(state)
                 artifacts.update(self.patch_artifacts(after, state))
-                if kind == "completed":
+                if kind == "completed" and not artifacts.get("sandbox_lost"):
                     facts = RunFacts(
                         after, artifacts.get("patch"), artifacts["exit_code"], fresh, implicit_before
                     )
@@ -176,6 +176,9 @@ class HarnessHandler(AgentHandler):
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
         inst: HarnessInstance = ctx.instance  # type: ignore[assignment]
         evaluator, config = resolve(ctx.spec.evaluator, inst.evaluator)
+        if run.artifacts.get("sandbox_lost"):
+            lost = {"evaluator": evaluator.name, "sandbox_lost": run.artifacts["sandbox_lost"]}
+            return EvalOutput(reward=0.0, metadata=lost)
         evaluation = evaluator.score(ctx, run, config)
         evaluation.metadata = {"evaluator": evaluator.name, **evaluation.metadata}
         return evaluation
@@ -219,15 +222,26 @@ class HarnessHandler(AgentHandler):
         started = time.monotonic()
         outcome: ExecResult | Interrupted | None = None
         if budget > 0:
-            outcome = run_interruptible(
-                sandbox,
-                plan.script(),
-                ctx.check,
-                timeout=budget,
-                cwd=sandbox.workdir,
-                env={**plan.env, **inst.env},
-                output_limit=HARNESS_OUTPUT_LIMIT,
-            )
+            try:
+                outcome = run_interruptible(
+                    sandbox,
+                    plan.script(),
+                    ctx.check,
+                    timeout=budget,
+                    cwd=sandbox.workdir,
+                    env={**plan.env, **inst.env},
+                    output_limit=HARNESS_OUTPUT_LIMIT,
+                )
+            except SandboxLimitExceeded:
+                raise  # a limit the harness hit ends the job as that failure
+            except ExecServerError as exc:  # lost while the harness ran there: its doing (evaluation_guard)
+                duration = round(time.monotonic() - started, 3)
+                lost = {"sandbox_lost": sandbox_lost_by_rollout(exc), "exit_code": None}
+                return (
+                    "completed",
+                    "sandbox_lost",
+                    {"harness": inst.harness, **lost, "harness_duration_s": duration},
+                )
         duration = time.monotonic() - started
         if isinstance(outcome, Interrupted) and isinstance(outcome.error, LeaseLost | WorkerDraining):
             raise outcome.error  # another attempt (or a restart from init) takes over

@@ -82,3 +82,38 @@ def test_a_harness_job_cannot_reach_the_farm_its_redis_or_its_secrets(
     # the farm is still serving, and no backend was added
     assert api.get("/status").status_code == 200
     assert all("10.0.0.1" not in b["address"] for b in api.get("/llm_servers").json())
+
+
+@pytest.mark.parametrize(
+    "evaluator",
+    [
+        {"strategy": "test_on_output", "config": {"command": "grep -qx solved answer.txt"}},
+        {"strategy": "session_completed"},
+    ],
+    ids=["test-in-place", "session-completed"],
+)
+@pytest.mark.parametrize(
+    "kill",
+    ["kill -9 $PPID; sleep 5", "(sleep 0.3; kill -9 $PPID) >/dev/null 2>&1 & exit 0"],
+    ids=["while-running", "after-exit"],
+)
+def test_a_rollout_that_kills_its_own_sandbox_is_scored_not_excused(
+    api: httpx.Client, evaluator: dict, kill: str
+) -> None:
+    """A failing rollout that kills its sandbox's execution server must not pass as an infrastructure
+    failure: the trainer would leave it out, so a policy could learn to dodge its zeros that way. It is
+    scored 0 and flagged with what happened."""
+    task = task_id("kill-own-sandbox")
+    submit_task(
+        api,
+        task_id=task,
+        runtime={"prepare": [{"git_init": True}]},
+        # $PPID is the execution server: bash -c runs under it
+        agent={"harness": "shell", "command": f"echo unsolved > answer.txt; {kill}"},
+        evaluator=evaluator,
+    )
+    result = wait_task(api, task, timeout_s=90)
+    assert result.state is JobState.done, result.error
+    assert result.reward == 0.0
+    if kill.startswith("kill"):  # a killer left behind may lose its race with the evaluation's quiesce
+        assert "execution server" in result.metadata["sandbox_lost"], result.metadata

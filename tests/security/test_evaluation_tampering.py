@@ -14,6 +14,7 @@ was paid 1.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from containers import ExecServerError
 from containers.launch import BASE_PATH
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
@@ -138,6 +140,16 @@ def test_function_in_the_persistent_shell(rollout: Sandbox) -> None:
     assert "1 passed" in rollout.tool("bash", command="python3 -m pytest").output  # the plant works there
     reward, test = evaluate_in_rollout_sandbox(rollout, before)
     assert reward == 0.0, test
+
+
+def test_killing_the_execution_server_before_evaluation_scores_zero(rollout: Sandbox) -> None:
+    """Not an infrastructure failure (which a trainer leaves out): the rollout's own doing, scored and
+    flagged."""
+    before = scan_implicit(rollout.workspace)
+    with contextlib.suppress(ExecServerError):
+        rollout.exec("kill -9 $PPID; sleep 1")  # $PPID: the execution server
+    reward, test = evaluate_in_rollout_sandbox(rollout, before)
+    assert reward == 0.0 and "execution server was lost" in test["sandbox_lost"], test
 
 
 def test_patch_adding_a_forging_conftest_is_refused(tmp_path: Path) -> None:
