@@ -22,7 +22,7 @@ from bench.common import parse_quick
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from containers.client import ExecClient
+from containers.exec_client import ExecClient
 from containers.local import LocalRuntime
 from containers.spec import SandboxSpec
 from containers.tools.bash import BashSession

@@ -7,8 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from containers.client import wait_for_socket
 from containers.errors import RuntimeUnavailable, SandboxStartError
+from containers.exec_client import wait_for_socket
 from containers.handle import SandboxHandle
 from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, sandbox_env, server_command
 from containers.layout import check_same_node, new_sandbox, pin_server_socket

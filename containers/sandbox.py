@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from containers.client import ExecClient
 from containers.disk_watch import raise_if_exceeded
 from containers.errors import ExecServerError
+from containers.exec_client import ExecClient
 from containers.handle import SandboxHandle
 from containers.results import ExecResult, ToolResult
 from containers.server import files

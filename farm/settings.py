@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     backend_allow: str = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
     """Where `add_llm_server` may point: comma-separated CIDRs and host names (`.example.com` allows
     its subdomains). A host name not listed must resolve only to allowed addresses. Cloud metadata and
-    link-local addresses are refused whatever this says (farm/api/url_policy.py)."""
+    link-local addresses are refused whatever this says (farm/api/url_allow.py)."""
     callback_allow: str = "0.0.0.0/0,::/0"
     """Where `callback_url` may point, in the same form; metadata and link-local addresses are refused."""
     harness_cli_dirs: str = ""

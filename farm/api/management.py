@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from farm.api.cancel import cancel_jobs, resolve_targets
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import new_job_id, validate_instance
-from farm.api.url_policy import check_url
+from farm.api.url_allow import check_url
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import JobRecord
 from farm.models.backends import BackendInfo

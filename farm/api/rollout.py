@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from farm.api.management import ensure_accepting
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import validate_instance
-from farm.api.url_policy import check_url
+from farm.api.url_allow import check_url
 from farm.jobs.spec import JobSpec, session_id
 from farm.models.requests import SamplingParams
 from farm.models.results import JobState

@@ -8,7 +8,7 @@ from celery import Celery
 from fastapi import Request
 
 from farm.api.submit import Submitter
-from farm.api.url_policy import URLPolicy
+from farm.api.url_allow import URLAllowList
 from farm.api.waiter import JobWaiter
 from farm.jobs.messages import StageMessages
 from farm.jobs.store import AsyncJobStore
@@ -26,8 +26,8 @@ class FarmState(SharedState):
 
     submitter: Submitter
     waiter: JobWaiter
-    backend_urls: URLPolicy
-    callback_urls: URLPolicy
+    backend_urls: URLAllowList
+    callback_urls: URLAllowList
 
     @classmethod
     def build(cls, settings: Settings, celery: Celery) -> FarmState:
@@ -41,8 +41,8 @@ class FarmState(SharedState):
             submitter=Submitter(StageMessages(celery), store),
             waiter=JobWaiter(async_pubsub_client(settings), store),
             tasks=AsyncTaskStore(client),
-            backend_urls=URLPolicy.parse(settings.backend_allow),
-            callback_urls=URLPolicy.parse(settings.callback_allow),
+            backend_urls=URLAllowList.parse(settings.backend_allow),
+            callback_urls=URLAllowList.parse(settings.callback_allow),
         )
 
 

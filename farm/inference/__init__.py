@@ -1,6 +1,6 @@
 """Token-in/token-out inference: one call sends prompt ids and gets back sampled ids with logprobs."""
 
-from farm.inference.client import AsyncBackendClient, BackendClient
+from farm.inference.backend import AsyncBackendClient, BackendClient
 from farm.inference.errors import (
     BackendRejected,
     BackendUnavailable,

@@ -34,14 +34,14 @@ class URLRefused(ValueError):
 
 
 @dataclass(frozen=True)
-class URLPolicy:
+class URLAllowList:
     allow: tuple[IPNetwork, ...]
     hosts: tuple[str, ...]
     """Host names allowed as such, lower case; a leading dot allows every subdomain."""
     refuse: tuple[IPNetwork, ...]
 
     @classmethod
-    def parse(cls, allow: str, refuse: str = METADATA_AND_LINK_LOCAL) -> URLPolicy:
+    def parse(cls, allow: str, refuse: str = METADATA_AND_LINK_LOCAL) -> URLAllowList:
         networks: list[IPNetwork] = []
         hosts: list[str] = []
         for entry in (e.strip() for e in allow.split(",")):
@@ -101,7 +101,7 @@ async def resolve(host: str) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-async def check_url(policy: URLPolicy, url: str, loc: tuple[str | int, ...]) -> None:
+async def check_url(policy: URLAllowList, url: str, loc: tuple[str | int, ...]) -> None:
     """A 422 naming the field when the policy refuses the URL."""
     try:
         await policy.check(url)

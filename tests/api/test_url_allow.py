@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from farm.api.url_policy import ANYWHERE, LOOPBACK_AND_PRIVATE, URLPolicy, URLRefused
+from farm.api.url_allow import ANYWHERE, LOOPBACK_AND_PRIVATE, URLAllowList, URLRefused
 from farm.launcher import LocalFarm
 from farm.settings import Settings
 
@@ -84,7 +84,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert settings.callback_allow == ANYWHERE
 
 
-_ANY_CALLBACK = URLPolicy.parse(ANYWHERE)
+_ANY_CALLBACK = URLAllowList.parse(ANYWHERE)
 
 
 @given(st.ip_addresses())
