@@ -197,6 +197,10 @@ class LocalFarm:
         return proc
 
     def start(self, timeout_s: float = 60.0) -> LocalFarm:
+        if self._children:
+            # A second start would spawn a second API on the first one's port: it dies at its bind, and
+            # whether that fails the start depended on timing (CI's family-farm "api exited with code 3").
+            raise RuntimeError("the farm is already running: stop() it first")
         try:
             self._start(timeout_s)
         except BaseException:
@@ -383,7 +387,8 @@ class LocalFarm:
             self._own_logs = None
 
     def __enter__(self) -> LocalFarm:
-        return self.start()
+        """`with farm:` starts it; `with farm.start(timeout_s=...):` enters the farm already running."""
+        return self if self._children else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

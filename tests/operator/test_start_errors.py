@@ -1,6 +1,6 @@
-"""A farm that cannot start says why: the error of a child that died while starting ends with its own
-last lines (CI once showed only "api exited with code 3 while starting"), and the API starts on every
-kind of Redis URL it accepts (its outage watch once assumed a single connection pool, so the API died
+"""A farm starts once (`with farm.start()` once started a second API that died at its bind: CI's "api
+exited with code 3 while starting"), a farm that cannot start says why (the error of a child that died
+while starting ends with its own last lines), and the API starts on every kind of Redis URL it accepts (its outage watch once assumed a single connection pool, so the API died
 at start on a Redis Cluster)."""
 
 from __future__ import annotations
@@ -22,6 +22,16 @@ def test_a_child_dying_at_start_is_explained_by_its_own_output() -> None:
     assert "llm0 exited with code 2 while starting" in message
     assert "No such option" in message  # click's own line, read back from the child's output
     assert farm._own_logs is None  # the private log directory is gone with the farm
+
+
+def test_a_farm_entered_after_start_is_started_once() -> None:
+    """`with farm.start(...)` once started the farm twice: a second API raced the first for its port."""
+    farm = LocalFarm(workers=[WorkerSpec("init,run,eval", concurrency=1)], llm_policy=None)
+    with farm.start(timeout_s=60) as entered:
+        assert entered is farm and [name for name, _ in farm.children()] == ["api", "worker-init+run+eval-0"]
+        with pytest.raises(RuntimeError, match="already running"):
+            farm.start()
+    assert farm.children() == []
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:1/0", "redis+cluster://127.0.0.1:1"])
