@@ -1,7 +1,7 @@
 """A farm starts once (`with farm.start()` once started a second API that died at its bind: CI's "api
 exited with code 3 while starting"), a farm that cannot start says why (the error of a child that died
-while starting ends with its own last lines), and the API starts on every kind of Redis URL it accepts (its outage watch once assumed a single connection pool, so the API died
-at start on a Redis Cluster)."""
+while starting ends with its own last lines), and the API starts on every kind of Redis URL it accepts
+(its outage watch once assumed a single connection pool, so the API died at start on a Redis Cluster)."""
 
 from __future__ import annotations
 
