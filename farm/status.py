@@ -23,7 +23,7 @@ async def farm_status(farm: SharedState) -> dict[str, Any]:
         "jobs": await farm.store.counts_by_state(),
         "active_jobs": await farm.store.active_count(),
         "workers": [
-            {k: w.get(k) for k in ("hostname", "node", "queues", "pid", "concurrency", "seen_at")}
+            {k: w.get(k) for k in ("hostname", "node", "queues", "pid", "concurrency", "seen_at", "warm_pool")}
             for w in sorted(workers, key=lambda w: w.get("hostname", ""))
         ],
         "backends": [b.model_dump() for b in await farm.pool.list()],
