@@ -101,7 +101,7 @@ class PoolStats:
 
 
 class WarmPool:
-    """Pooled sandboxes of one local runtime, per spec; thread-safe. `fill` and `expire` are called by
+    """Pooled sandboxes of one local runtime, per spec; thread-safe. `fill` and `stop_idle` are called by
     the owner's keeper (the farm: tasks/warm.py), `claim` by whoever starts sandboxes."""
 
     def __init__(self, runtime: LocalRuntime, idle_s: float, shared_labels: tuple[str, ...] = ()) -> None:
@@ -152,7 +152,8 @@ class WarmPool:
         try:  # sent first: the server sets it while the claim is recorded
             answer = pooled.client.send_then("ttl", {"seconds": spec.ttl_s}, timeout=5.0)
         except ExecServerError as exc:
-            return self._failed(pooled, handle, exc)
+            self._failed(pooled, handle, exc)
+            return None
         if not record_claim(handle):  # claimed already: not this claimer's, and not to be stopped
             log.error("pooled sandbox %s was claimed twice; skipped", handle.id)
             pooled.client.close()
@@ -160,7 +161,8 @@ class WarmPool:
         try:
             answer()
         except ExecServerError as exc:  # died while pooled (its own TTL, a kill): never handed out
-            return self._failed(pooled, handle, exc)
+            self._failed(pooled, handle, exc)
+            return None
         pooled.client.close()
         return Sandbox(handle, self.runtime)
 
@@ -234,7 +236,7 @@ class WarmPool:
         best = max(active, key=deficit)
         return best if deficit(best) > 0 else None
 
-    def expire(self) -> int:
+    def stop_idle(self) -> int:
         """Stops sandboxes pooled longer than the idle bound and forgets specs not claimed for as long;
         returns how many sandboxes it stopped."""
         now = time.monotonic()

@@ -65,7 +65,7 @@ def _keep(pool: WarmPool, concurrency: int) -> None:
             report("warm-pool", exc, log, "warm pool could not read the queue")
         except Exception:
             log.exception("warm pool sizing failed")
-        pool.expire()
+        pool.stop_idle()
         report_state(REPORT_KEY, pool.counts())
 
 

@@ -105,7 +105,7 @@ def test_idle_sandboxes_are_stopped(tmp_path: Path) -> None:
     pool = _filled(tmp_path, budget=2, idle_s=1.0)
     ids = pool.pooled_ids()
     time.sleep(1.2)
-    assert pool.expire() == 2
+    assert pool.stop_idle() == 2
     assert pool.counts()["ready"] == 0 and pool.counts()["expired"] == 2
     assert not any((tmp_path / i).exists() for i in ids)
     assert pool.fill() is False  # the spec was not claimed within the idle bound: no longer pooled
