@@ -2,9 +2,10 @@
 
 One pool per process (the farm's init worker owns it; `install` makes it the process's pool). A claim
 takes a sandbox out under the pool's lock, so no two claimers ever get the same one, and hands it over
-exactly as a cold start would have: its handle file is rewritten with the claimer's labels and start
-time before the claim returns, and its execution server is given the claimer's TTL. Nothing ever ran in
-it (the workspace is as `start` made it) and it is never pooled again: stopping is the only way out.
+exactly as a cold start would have: its claim (the claimer's labels and start time, in a file beside
+its handle that the orphan sweep reads, created with O_EXCL) is recorded before the claim returns, and
+its execution server is sent the claimer's TTL. Nothing ever ran in it (the workspace is as `start`
+made it) and it is never pooled again: stopping is the only way out.
 
 Ownership, for leaks: a pooled sandbox is labelled with its owner (pid and start time of the owning
 process). While the owner lives, only it stops or hands out its sandboxes; once it is gone, the orphan
@@ -25,9 +26,12 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from containers import procs
+from containers.client import ExecClient
 from containers.errors import ExecServerError
 from containers.handle import SandboxHandle
 from containers.local import LocalRuntime, record_claim
@@ -116,31 +120,31 @@ class WarmPool:
         self._demand: dict[str, _Demand] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._unsettled: list[tuple[str, ExecClient, Callable[[], Any]]] = []
 
     def claim(self, spec: SandboxSpec) -> Sandbox | None:
         """A pooled sandbox for `spec`, handed over as if just started for it; None when none is ready
         (the caller starts one cold). Records the demand the pool is sized from either way."""
         key, now = pool_key(spec), time.monotonic()
-        with self._lock:
-            demand = self._demand.setdefault(key, _Demand(spec))
-            # quiet for longer than the idle bound: learnt again from scratch
-            demand.claims = demand.claims + 1 if now - demand.last <= self.idle_s else 1
-            demand.last = now
         while True:
-            with self._lock:
+            with self._lock:  # one critical section per sandbox taken: the demand, the pop, the count
+                demand = self._demand.setdefault(key, _Demand(spec))
+                if demand.last != now:  # quiet for longer than the idle bound: learnt again from scratch
+                    demand.claims = demand.claims + 1 if now - demand.last <= self.idle_s else 1
+                    demand.last = now
                 pooled = demand.ready.popleft() if demand.ready else None
                 if pooled is None:
                     self.stats.misses += 1
                     return None
+                self.stats.hits += 1
             sandbox = self._hand_over(pooled.sandbox, spec)
             if sandbox is not None:
-                with self._lock:
-                    self.stats.hits += 1
                 return sandbox
 
     def _hand_over(self, pooled: Sandbox, spec: SandboxSpec) -> Sandbox | None:
-        """Relabels the sandbox as the claimer's (its claim file first: from then on the orphan sweep
-        judges it by the claimer's labels) and gives its server the claimer's TTL."""
+        """Relabels the sandbox as the claimer's (its claim file: from then on the orphan sweep judges it
+        by the claimer's labels) and sends its server the claimer's TTL. The server's answer is read
+        later (`settle`): the claim waits for no other process, only for its own few system calls."""
         now = time.time()
         handle = pooled.info.model_copy(
             update={
@@ -149,28 +153,41 @@ class WarmPool:
                 "expires_at": now + spec.ttl_s if spec.ttl_s else None,
             }
         )
-        try:  # sent first: the server sets it while the claim is recorded
+        try:  # a server that died while pooled closed the connection: the send fails
             answer = pooled.client.send_then("ttl", {"seconds": spec.ttl_s}, timeout=5.0)
         except ExecServerError as exc:
-            self._failed(pooled, handle, exc)
+            self._failed(pooled, handle, str(exc))
             return None
         if not record_claim(handle):  # claimed already: not this claimer's, and not to be stopped
             log.error("pooled sandbox %s was claimed twice; skipped", handle.id)
             pooled.client.close()
+            with self._lock:
+                self.stats.hits -= 1
             return None
-        try:
-            answer()
-        except ExecServerError as exc:  # died while pooled (its own TTL, a kill): never handed out
-            self._failed(pooled, handle, exc)
-            return None
-        pooled.client.close()
+        with self._lock:
+            self._unsettled.append((handle.id, pooled.client, answer))
         return Sandbox(handle, self.runtime)
 
-    def _failed(self, pooled: Sandbox, handle: SandboxHandle, exc: Exception) -> None:
-        log.warning("pooled sandbox %s did not answer its claim: %s", handle.id, exc)
+    def settle(self) -> int:
+        """Reads the answers to the TTLs that claims sent and closes those connections (the keeper calls
+        it, and `fill`, `stop_idle` and `close` do); returns how many."""
+        with self._lock:
+            pending, self._unsettled = self._unsettled, []
+        for sandbox_id, client, answer in pending:
+            try:
+                answer()
+            except ExecServerError as exc:  # it died right after the claim: its job sees a dead sandbox
+                log.warning("sandbox %s claimed from the pool did not confirm its TTL: %s", sandbox_id, exc)
+            finally:
+                client.close()
+        return len(pending)
+
+    def _failed(self, pooled: Sandbox, handle: SandboxHandle, why: str) -> None:
+        log.warning("pooled sandbox %s could not be claimed: %s", handle.id, why)
         pooled.client.close()
         with self._lock:
             self.stats.failed += 1
+            self.stats.hits -= 1
         self._stop(Sandbox(handle, self.runtime))
 
     def set_budget(self, sandboxes: int) -> None:
@@ -180,6 +197,7 @@ class WarmPool:
     def fill(self) -> bool:
         """Starts one sandbox for the spec furthest below its share of the budget; False when none is
         (or the start failed)."""
+        self.settle()
         with self._lock:
             demand = None if self._closed else self._neediest(time.monotonic())
             if demand is None:
@@ -239,6 +257,7 @@ class WarmPool:
     def stop_idle(self) -> int:
         """Stops sandboxes pooled longer than the idle bound and forgets specs not claimed for as long;
         returns how many sandboxes it stopped."""
+        self.settle()
         now = time.monotonic()
         stale: list[Sandbox] = []
         with self._lock:
@@ -280,6 +299,7 @@ class WarmPool:
     def close(self) -> None:
         """Stops every pooled sandbox; the pool starts none afterwards (one still starting is stopped
         when its start returns)."""
+        self.settle()
         with self._lock:
             self._closed = True
             held = [p.sandbox for d in self._demand.values() for p in d.ready]
