@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ import psutil
 import redis
 
 from bench.common import pct
+from bench.warm import rows as warm_rows
+from bench.warm import verdicts, warm_vs_cold
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
@@ -47,6 +50,21 @@ by hash tag) rather than the Celery broker (one plain Redis): 41 of 47.1 measure
 
 
 @dataclass
+class ExecVariant:
+    """One kind of call through the execution server, 64 clients back to back over every sandbox."""
+
+    name: str
+    p50_ms: float
+    p99_ms: float
+    calls: int
+    per_s: float
+    client_cpu_ms: float
+    """This process's CPU per call (the client: JSON, the socket, Python threads)."""
+    sandbox_cpu_ms: float
+    """The execution servers' CPU per call, the commands they ran and waited for included."""
+
+
+@dataclass
 class SandboxFigures:
     n: int
     start_p50_ms: float
@@ -54,20 +72,67 @@ class SandboxFigures:
     mb_per_sandbox: float
     exec_idle_p50_ms: float
     exec_idle_p99_ms: float
-    exec_busy_p50_ms: float
-    exec_busy_p99_ms: float
-    execs: int
+    busy: list[ExecVariant]
 
 
-def _exec_loop(boxes: list[Sandbox], seconds: float, offset: int, out: list[float]) -> None:
+CALLS: dict[str, Callable[[Sandbox], object]] = {
+    "exec 'true' (bash -c)": lambda box: box.exec("true", timeout=30),
+    "exec ['true'] (no shell)": lambda box: box.exec(["true"], timeout=30),
+    "ping (no process started)": lambda box: box.client.call("ping", timeout=30),
+}
+
+
+def _exec_loop(
+    boxes: list[Sandbox], seconds: float, offset: int, out: list[float], call: Callable[[Sandbox], object]
+) -> None:
     deadline = time.monotonic() + seconds
     i = offset
     while time.monotonic() < deadline:
         box = boxes[i % len(boxes)]
         started = time.monotonic()
-        box.exec("true", timeout=30)
+        call(box)
         out.append(time.monotonic() - started)
         i += 1
+
+
+def _servers_cpu_s(boxes: list[Sandbox]) -> float:
+    """CPU seconds of the sandboxes' execution servers, with the children they waited for (the
+    commands): each server is the child of its sandbox's pid-namespace init."""
+    total = 0.0
+    for box in boxes:
+        with contextlib.suppress(psutil.Error):
+            for server in psutil.Process(box.info.init_pid or 0).children():
+                t = server.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def _busy(boxes: list[Sandbox], seconds: float, clients: int, name: str) -> ExecVariant:
+    call = CALLS[name]
+    latencies: list[float] = []
+    threads = [
+        threading.Thread(
+            target=_exec_loop, args=(boxes, seconds, i * max(1, len(boxes) // clients), latencies, call)
+        )
+        for i in range(clients)
+    ]
+    me = psutil.Process()
+    client0, servers0, began = sum(me.cpu_times()[:2]), _servers_cpu_s(boxes), time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    took = time.monotonic() - began
+    calls = max(1, len(latencies))
+    return ExecVariant(
+        name=name,
+        p50_ms=pct(latencies, 0.5) * 1000,
+        p99_ms=pct(latencies, 0.99) * 1000,
+        calls=len(latencies),
+        per_s=len(latencies) / took,
+        client_cpu_ms=(sum(me.cpu_times()[:2]) - client0) / calls * 1000,
+        sandbox_cpu_ms=(_servers_cpu_s(boxes) - servers0) / calls * 1000,
+    )
 
 
 def _stop_quietly(box: Sandbox) -> None:
@@ -75,6 +140,20 @@ def _stop_quietly(box: Sandbox) -> None:
         box.stop()
     except Exception as exc:  # the bench reports its figures whatever one sandbox's teardown says
         print(f"could not stop sandbox {box.id}: {exc}", file=sys.stderr)
+
+
+def _start_all(runtime: LocalRuntime, n: int, boxes: list[Sandbox]) -> list[float]:
+    def start(i: int) -> tuple[float, Sandbox]:
+        began = time.monotonic()
+        box = runtime.start(SandboxSpec(labels={"bench": "scale"}, start_timeout_s=120))
+        return time.monotonic() - began, box
+
+    starts = []
+    with ThreadPoolExecutor(16) as pool:
+        for took, box in pool.map(start, range(n)):
+            starts.append(took)
+            boxes.append(box)
+    return starts
 
 
 def sandboxes(n: int, exec_s: float, clients: int = 64) -> SandboxFigures:
@@ -85,32 +164,14 @@ def sandboxes(n: int, exec_s: float, clients: int = 64) -> SandboxFigures:
     root = Path(tempfile.mkdtemp(prefix="farm-scale-sandboxes-"))
     runtime = LocalRuntime(root)
     boxes: list[Sandbox] = []
-    starts: list[float] = []
     used_before = psutil.virtual_memory().used
-
-    def start(i: int) -> tuple[float, Sandbox]:
-        began = time.monotonic()
-        box = runtime.start(SandboxSpec(labels={"bench": "scale"}, start_timeout_s=120))
-        return time.monotonic() - began, box
-
     try:
-        with ThreadPoolExecutor(16) as pool:
-            for took, box in pool.map(start, range(n)):
-                starts.append(took)
-                boxes.append(box)
+        starts = _start_all(runtime, n, boxes)
         time.sleep(2.0)  # let the execution servers settle before reading memory
         mb = (psutil.virtual_memory().used - used_before) / n / 2**20
         idle: list[float] = []
-        _exec_loop(boxes[:1], min(5.0, exec_s), 0, idle)
-        busy: list[float] = []
-        threads = [
-            threading.Thread(target=_exec_loop, args=(boxes, exec_s, i * max(1, n // clients), busy))
-            for i in range(clients)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        _exec_loop(boxes[:1], min(5.0, exec_s), 0, idle, CALLS["exec 'true' (bash -c)"])
+        busy = [_busy(boxes, exec_s if i == 0 else exec_s / 2, clients, name) for i, name in enumerate(CALLS)]
         return SandboxFigures(
             n=n,
             start_p50_ms=pct(starts, 0.5) * 1000,
@@ -118,9 +179,7 @@ def sandboxes(n: int, exec_s: float, clients: int = 64) -> SandboxFigures:
             mb_per_sandbox=mb,
             exec_idle_p50_ms=pct(idle, 0.5) * 1000,
             exec_idle_p99_ms=pct(idle, 0.99) * 1000,
-            exec_busy_p50_ms=pct(busy, 0.5) * 1000,
-            exec_busy_p99_ms=pct(busy, 0.99) * 1000,
-            execs=len(busy),
+            busy=busy,
         )
     finally:
         with ThreadPoolExecutor(16) as pool:
@@ -162,6 +221,8 @@ class RolloutFigures:
     redis_mb_queued: float
     api_rss_mb: float
     api_cpu_s_submit: float
+    api_rss_queued_mb: float
+    redis_rss_mb: float
     drain_s: float
     throughput: float
     worker_rss_mb: float
@@ -188,7 +249,8 @@ def rollouts(queued: int, per_task: int = 500) -> RolloutFigures:
             body = {"task_id": task, "instance": {"handler": "noop"}, "num_samples": per_task}
             api.post("/rollout/task/submit", json=body).raise_for_status()
         submit_s = time.monotonic() - began
-        used1, api1 = client.info("memory")["used_memory"], usage([api_pid])
+        memory = client.info("memory")
+        used1, redis_rss, api1 = memory["used_memory"], memory["used_memory_rss"], usage([api_pid])
         env = {**farm.child_env(), "FARM_READY_BUFFER": "0"}
         for queue, concurrency in (("init", 8), ("run", 32), ("eval", 8)):
             argv = [sys.executable, "-m", "celery", "-A", "farm", "worker", "-Q", queue, "-P", "threads"]
@@ -227,6 +289,8 @@ def rollouts(queued: int, per_task: int = 500) -> RolloutFigures:
             redis_mb_queued=(used1 - used0) / 2**20,
             api_rss_mb=api3.rss_mb,
             api_cpu_s_submit=api1.cpu_s - api0.cpu_s,
+            api_rss_queued_mb=api1.rss_mb,
+            redis_rss_mb=redis_rss / 2**20,
             drain_s=drain_s,
             throughput=done / drain_s,
             worker_rss_mb=wk1.rss_mb,
@@ -257,50 +321,52 @@ def project(redis_cpu_ms: float, masters: int) -> float:
     return min(per_core * masters / STATE_SHARE, per_core / (1 - STATE_SHARE))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="32 sandboxes, 1,000 rollouts")
-    parser.add_argument("--sandboxes", type=int, default=None)
-    parser.add_argument("--rollouts", type=int, default=None)
-    parser.add_argument("--exec-s", type=float, default=None)
-    args = parser.parse_args()
-    n = args.sandboxes or (32 if args.quick else 256)
-    q = args.rollouts or (1000 if args.quick else 10_000)
-    exec_s = args.exec_s or (5.0 if args.quick else 15.0)
-    load_before = os.getloadavg()
-    print(f"bench.scale: {n} sandboxes, {q:,} rollouts; {os.cpu_count()} cores, load {load_before[0]:.1f}")
-    sb = sandboxes(n, exec_s)
-    ro = rollouts(q, per_task=min(500, q))
-    load = os.getloadavg()
+def _sandbox_rows(sb: SandboxFigures, clients: int = 64) -> list[tuple[str, str]]:
     rows = [
         ("sandboxes alive at once", f"{sb.n}"),
         ("start p50 / p99", f"{sb.start_p50_ms:.0f} ms / {sb.start_p99_ms:.0f} ms (16 starting at a time)"),
         ("memory per sandbox", f"{sb.mb_per_sandbox:.1f} MB (machine's used memory, before and after)"),
         (
-            "exec round trip, 1 client on 1 sandbox",
+            "exec 'true' round trip, 1 client on 1 sandbox",
             f"p50 {sb.exec_idle_p50_ms:.1f} ms, p99 {sb.exec_idle_p99_ms:.1f} ms",
         ),
-        (
-            f"exec round trip, 64 clients over all {sb.n}",
-            f"p50 {sb.exec_busy_p50_ms:.1f} ms, p99 {sb.exec_busy_p99_ms:.1f} ms ({sb.execs} execs; "
-            f"p99 {sb.exec_busy_p99_ms / max(sb.exec_idle_p99_ms, 1e-9):.1f}x the single client's)",
-        ),
+    ]
+    cores = os.cpu_count() or 1
+    for v in sb.busy:
+        cpu = v.client_cpu_ms + v.sandbox_cpu_ms
+        # Little's law: with every core on these calls, 64 clients back to back wait at least this long
+        floor = clients * cpu / cores
+        rows.append(
+            (
+                f"{v.name}, {clients} clients over all {sb.n}",
+                f"p50 {v.p50_ms:.1f} ms, p99 {v.p99_ms:.1f} ms; {v.per_s:.0f}/s; CPU a call: client "
+                f"{v.client_cpu_ms:.2f} + sandbox {v.sandbox_cpu_ms:.2f} ms (floor {floor:.0f} ms a call "
+                f"on {cores} idle cores)",
+            )
+        )
+    return rows
+
+
+def _rollout_rows(ro: RolloutFigures) -> list[tuple[str, str]]:
+    return [
         (
             "rollouts queued (no worker yet)",
             f"{ro.queued:,}, submitted at {ro.submit_rate:.0f}/s through the task API",
         ),
         (
             "Redis memory for them",
-            f"{ro.redis_mb_queued:.1f} MB ({ro.redis_mb_queued * 1024 / ro.queued:.1f} KB a rollout)",
+            f"{ro.redis_mb_queued:.1f} MB ({ro.redis_mb_queued * 1024 / ro.queued:.1f} KB a rollout); "
+            f"Redis RSS {ro.redis_rss_mb:.0f} MB",
         ),
-        ("API CPU to accept them", f"{ro.api_cpu_s_submit:.1f} s"),
+        ("API CPU to accept them", f"{ro.api_cpu_s_submit:.1f} s; API RSS {ro.api_rss_queued_mb:.0f} MB"),
         (
             "drained: all queued at the start, in flight >= 1,000 until the last 1,000",
             f"{ro.done:,} done in {ro.drain_s:.1f} s: {ro.throughput:.0f} rollouts/s",
         ),
-        ("RSS: API / workers", f"{ro.api_rss_mb:.0f} MB / {ro.worker_rss_mb:.0f} MB (3 workers)"),
+        (
+            "RSS after the drain: API / workers",
+            f"{ro.api_rss_mb:.0f} MB / {ro.worker_rss_mb:.0f} MB (3 workers)",
+        ),
         (
             "CPU per rollout: workers / API / Redis",
             f"{ro.worker_cpu_ms_per_rollout:.2f} / {ro.api_cpu_ms_per_rollout:.2f} / "
@@ -314,16 +380,44 @@ def main() -> None:
             )
             for m in (3, 6)
         ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="32 sandboxes, 1,000 rollouts")
+    parser.add_argument("--sandboxes", type=int, default=None)
+    parser.add_argument("--rollouts", type=int, default=None)
+    parser.add_argument("--exec-s", type=float, default=None)
+    args = parser.parse_args()
+    n = args.sandboxes or (32 if args.quick else 256)
+    q = args.rollouts or (1000 if args.quick else 10_000)
+    exec_s = args.exec_s or (5.0 if args.quick else 15.0)
+    loads = [os.getloadavg()[0]]
+    print(f"bench.scale: {n} sandboxes, {q:,} rollouts; {os.cpu_count()} cores, load {loads[0]:.1f}")
+    wf = warm_vs_cold(rounds=1 if args.quick else 3)
+    loads.append(os.getloadavg()[0])
+    sb = sandboxes(n, exec_s)
+    loads.append(os.getloadavg()[0])
+    ro = rollouts(q, per_task=min(500, q))
+    loads.append(os.getloadavg()[0])
+    rows = [*warm_rows(wf), *_sandbox_rows(sb), *_rollout_rows(ro)]
+    rows.append(
         (
             "machine",
-            f"{os.cpu_count()} cores; load {load_before[0]:.1f} before, "
-            f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} after",
-        ),
-    ]
+            f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; load at the start and "
+            f"after warm / sandboxes / rollouts: {' / '.join(f'{x:.1f}' for x in loads)}",
+        )
+    )
     width = max(len(k) for k, _ in rows)
     print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
-    verdict = "met" if sb.exec_busy_p99_ms <= 50 else "NOT met"
-    print(f"\nexec round-trip p99 <= 50 ms with {sb.n} sandboxes busy: {verdict}")
+    busiest = sb.busy[0]
+    print()
+    print("\n".join(verdicts(wf)))
+    verdict = "met" if busiest.p99_ms <= 50 else "NOT met"
+    print(f"exec round-trip p99 <= 50 ms with {sb.n} sandboxes busy: {verdict}")
 
 
 if __name__ == "__main__":
