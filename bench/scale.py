@@ -232,6 +232,61 @@ class RolloutFigures:
     done: int
 
 
+def _start_workers(env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+    workers = []
+    for queue, concurrency in (("init", 8), ("run", 32), ("eval", 8)):
+        argv = [sys.executable, "-m", "celery", "-A", "farm", "worker", "-Q", queue, "-P", "threads"]
+        argv += ["-c", str(concurrency), "-n", f"scale-{queue}-{uuid.uuid4().hex[:6]}@%h", "-l", "warning"]
+        argv += ["--without-gossip", "--without-mingle"]
+        workers.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return workers
+
+
+def _stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        try:
+            worker.wait(15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+
+def _drain(api: httpx.Client, queued: int) -> tuple[int, float]:
+    """Waits until no job is active (bounded); returns the jobs done and the seconds it took."""
+    began = time.monotonic()
+    deadline = began + max(300.0, queued / 20)
+    done = 0
+    while time.monotonic() < deadline:
+        status = api.get("/status").json()
+        done = int(status["jobs"].get("done", 0))
+        if status["active_jobs"] == 0:
+            break
+        time.sleep(0.5)
+    return done, time.monotonic() - began
+
+
+def _queue(farm: LocalFarm, client: redis.Redis, queued: int, per_task: int) -> dict[str, float]:
+    """Submits the rollouts through the task API with no worker running: what queuing them cost."""
+    api_pid = farm.child("api").pid
+    with httpx.Client(base_url=farm.api_url, timeout=120) as api:
+        used0, api0 = client.info("memory")["used_memory"], usage([api_pid])
+        began = time.monotonic()
+        for i in range(queued // per_task):
+            task = f"scale-{uuid.uuid4().hex[:8]}-{i}"
+            body = {"task_id": task, "instance": {"handler": "noop"}, "num_samples": per_task}
+            api.post("/rollout/task/submit", json=body).raise_for_status()
+        submit_s = time.monotonic() - began
+    memory, api1 = client.info("memory"), usage([api_pid])
+    return {
+        "submit_rate": queued / submit_s,
+        "redis_mb_queued": (memory["used_memory"] - used0) / 2**20,
+        "redis_rss_mb": memory["used_memory_rss"] / 2**20,
+        "api_cpu_s_submit": api1.cpu_s - api0.cpu_s,
+        "api_rss_queued_mb": api1.rss_mb,
+    }
+
+
 def rollouts(queued: int, per_task: int = 500) -> RolloutFigures:
     server = EmbeddedRedis().start()
     work = Path(tempfile.mkdtemp(prefix="farm-scale-work-"))
@@ -241,56 +296,21 @@ def rollouts(queued: int, per_task: int = 500) -> RolloutFigures:
     try:
         farm.start(timeout_s=120)
         api_pid = farm.child("api").pid
+        submitted = _queue(farm, client, queued, per_task)
+        workers = _start_workers({**farm.child_env(), "FARM_READY_BUFFER": "0"})
         api = httpx.Client(base_url=farm.api_url, timeout=120)
-        used0, api0 = client.info("memory")["used_memory"], usage([api_pid])
-        began = time.monotonic()
-        tasks = [f"scale-{uuid.uuid4().hex[:8]}-{i}" for i in range(queued // per_task)]
-        for task in tasks:
-            body = {"task_id": task, "instance": {"handler": "noop"}, "num_samples": per_task}
-            api.post("/rollout/task/submit", json=body).raise_for_status()
-        submit_s = time.monotonic() - began
-        memory = client.info("memory")
-        used1, redis_rss, api1 = memory["used_memory"], memory["used_memory_rss"], usage([api_pid])
-        env = {**farm.child_env(), "FARM_READY_BUFFER": "0"}
-        for queue, concurrency in (("init", 8), ("run", 32), ("eval", 8)):
-            argv = [sys.executable, "-m", "celery", "-A", "farm", "worker", "-Q", queue, "-P", "threads"]
-            argv += [
-                "-c",
-                str(concurrency),
-                "-n",
-                f"scale-{queue}-{uuid.uuid4().hex[:6]}@%h",
-                "-l",
-                "warning",
-            ]
-            argv += ["--without-gossip", "--without-mingle"]
-            workers.append(
-                subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            )
         # workers start (imports, prewarm) before the clock starts: time the drain, not the boot
         deadline = time.monotonic() + 180
         while len(api.get("/status").json()["workers"]) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
         cpu0, wk0, api2 = redis_cpu(client), usage([w.pid for w in workers]), usage([api_pid])
-        began = time.monotonic()
-        deadline = began + max(300.0, queued / 20)
-        done = 0
-        while time.monotonic() < deadline:
-            status = api.get("/status").json()
-            done = int(status["jobs"].get("done", 0))
-            if status["active_jobs"] == 0:
-                break
-            time.sleep(0.5)
-        drain_s = time.monotonic() - began
+        done, drain_s = _drain(api, queued)
         cpu1, wk1, api3 = redis_cpu(client), usage([w.pid for w in workers]), usage([api_pid])
         n = max(1, done)
         return RolloutFigures(
             queued=queued,
-            submit_rate=queued / submit_s,
-            redis_mb_queued=(used1 - used0) / 2**20,
+            **submitted,
             api_rss_mb=api3.rss_mb,
-            api_cpu_s_submit=api1.cpu_s - api0.cpu_s,
-            api_rss_queued_mb=api1.rss_mb,
-            redis_rss_mb=redis_rss / 2**20,
             drain_s=drain_s,
             throughput=done / drain_s,
             worker_rss_mb=wk1.rss_mb,
@@ -300,13 +320,7 @@ def rollouts(queued: int, per_task: int = 500) -> RolloutFigures:
             done=done,
         )
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            try:
-                worker.wait(15)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        _stop_workers(workers)
         client.close()
         farm.stop()
         server.stop()
