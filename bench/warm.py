@@ -35,6 +35,8 @@ class WarmFigures:
     claims: int
     claim_p50_ms: float
     claim_p99_ms: float
+    alone_p50_ms: float
+    alone_p99_ms: float
     fill_per_s: float
     cold_concurrent_p50_ms: float
     cold_concurrent_p99_ms: float
@@ -86,6 +88,22 @@ def _claims(pool: WarmPool, concurrent: int, rounds: int) -> tuple[list[float], 
     return latencies, concurrent * rounds / max(fill_s, 1e-9)
 
 
+def _claims_alone(pool: WarmPool, n: int) -> list[float]:
+    """Claims one at a time: what a claim costs without 63 others contending for the interpreter."""
+    while pool.fill():
+        pass
+    took, got = [], []
+    for _ in range(n):
+        began = time.perf_counter()
+        sandbox = pool.claim(SPEC)
+        took.append(time.perf_counter() - began)
+        if sandbox is None:
+            raise RuntimeError("a claim found the pool empty")
+        got.append(sandbox)
+    _stop_all(got)
+    return took
+
+
 def _cold_cycles(runtime: LocalRuntime, n: int) -> list[float]:
     took = []
     for _ in range(n):
@@ -107,6 +125,7 @@ def warm_vs_cold(concurrent: int = 64, rounds: int = 3, cycles: int = 20) -> War
             pool.claim(SPEC)  # the demand that makes the spec pooled
         pool.set_budget(concurrent)
         claims, fill_rate = _claims(pool, concurrent, rounds)
+        alone = _claims_alone(pool, concurrent)
         cold, boxes = _at_once(concurrent, lambda i: runtime.start(SPEC))
         _stop_all(boxes)
         cycle = _cold_cycles(runtime, cycles)
@@ -118,6 +137,8 @@ def warm_vs_cold(concurrent: int = 64, rounds: int = 3, cycles: int = 20) -> War
         claims=len(claims),
         claim_p50_ms=pct(claims, 0.5) * 1000,
         claim_p99_ms=pct(claims, 0.99) * 1000,
+        alone_p50_ms=pct(alone, 0.5) * 1000,
+        alone_p99_ms=pct(alone, 0.99) * 1000,
         fill_per_s=fill_rate,
         cold_concurrent_p50_ms=pct(cold, 0.5) * 1000,
         cold_concurrent_p99_ms=pct(cold, 0.99) * 1000,
@@ -133,6 +154,7 @@ def rows(w: WarmFigures) -> list[tuple[str, str]]:
             f"p50 {w.claim_p50_ms:.1f} ms, p99 {w.claim_p99_ms:.1f} ms ({w.claims} claims; "
             f"refilled at {w.fill_per_s:.1f} sandboxes/s)",
         ),
+        ("warm pool: claim, one at a time", f"p50 {w.alone_p50_ms:.2f} ms, p99 {w.alone_p99_ms:.2f} ms"),
         (
             f"cold: start, {w.concurrent} at once",
             f"p50 {w.cold_concurrent_p50_ms:.0f} ms, p99 {w.cold_concurrent_p99_ms:.0f} ms",

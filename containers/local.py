@@ -87,8 +87,10 @@ def record_claim(handle: SandboxHandle) -> bool:
         fd = os.open(Path(handle.sandbox_dir) / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as out:
-        out.write(claim.model_dump_json())
+    try:
+        os.write(fd, claim.model_dump_json().encode())
+    finally:
+        os.close(fd)
     return True
 
 
