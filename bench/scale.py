@@ -1,9 +1,12 @@
 """Scale, measured on one machine and projected: `python -m bench.scale [--quick]`   (extra: bench)
 
+0. The warm pool (bench/warm.py): 64 claims at once from a filled pool, beside 64 cold starts at once and
+   the one-at-a-time cold cycle (start + first command + stop), in the same run.
 1. Sandboxes on one node: N (256; --quick 32) local sandboxes alive at once, started 16 at a time
    (start p50/p99), memory per sandbox (the machine's used memory before and after, over N), and the exec
-   round trip (`true` through the execution server) with every sandbox busy: 64 client threads exec
-   back to back across all N sandboxes, against one client on one sandbox in the same run.
+   round trip with every sandbox busy: 64 client threads call back to back across all N sandboxes, against
+   one client on one sandbox in the same run; three calls split the cost (`bash -c true`, `["true"]`
+   without a shell, `ping` that starts no process), each with its CPU a call on both sides.
 2. Rollouts: Q (10,000; --quick 1,000) no-op rollouts submitted through the task API to a farm with no
    worker yet (all queued: Redis memory, API CPU and RSS, submission rate), then drained by one worker
    per stage queue (in flight >= 1,000 until the last thousand: throughput, worker/API/Redis CPU and
