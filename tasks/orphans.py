@@ -83,9 +83,11 @@ def _stop_ownerless(runtime: Runtime, handles: list[SandboxHandle]) -> int:
     """Stops the unclaimed sandboxes of warm pools whose owning process is gone (killed, or exited
     before stopping them): no job knows them, and no one else ever will."""
     stopped = 0
+    host = socket.gethostname()
     for handle in handles:
         owner = handle.labels.get(OWNER_LABEL)
-        if owner is None or owner_alive(owner):
+        # a pid names a process of this node only (another node's sandbox is its own sweep's)
+        if owner is None or handle.node != host or owner_alive(owner):
             continue
         log.warning("stopping sandbox %s of the warm pool of a process that is gone (%s)", handle.id, owner)
         try:
