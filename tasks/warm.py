@@ -41,7 +41,9 @@ _stop = threading.Event()
 def pool_budget(limit: int, ready_buffer: int, ready_held: int, queued: int, concurrency: int) -> int:
     """Sandboxes the pool may hold: as many as could be claimed at once (the worker's concurrency) or as
     the init queue holds, whichever is more; never more than FARM_WARM_POOL, nor than the READY buffer's
-    free slots (a pooled sandbox is a prepared sandbox waiting, which the buffer bounds)."""
+    free slots (a pooled sandbox is a prepared sandbox waiting, which the buffer bounds). Several init
+    workers on one node each read the same free slots, so together they may pool up to that many each:
+    FARM_WARM_POOL is per worker."""
     if limit <= 0:
         return 0
     room = limit if ready_buffer <= 0 else min(limit, max(0, ready_buffer - ready_held))
