@@ -28,11 +28,8 @@ MATH = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507
 TERMINAL = {"done", "failed", "cancelled", "timeout"}
 
 
-@pytest.fixture(scope="module")
-def warm_farm() -> Iterator[LocalFarm]:
-    logs = Path(tempfile.mkdtemp(prefix="farm-warm-"))
-    server = EmbeddedRedis().start()
-    farm = LocalFarm(
+def _farm(server: EmbeddedRedis, logs: Path) -> LocalFarm:
+    return LocalFarm(
         redis_url=server.url,
         workers=[WorkerSpec("init", concurrency=2), WorkerSpec("run", concurrency=4), WorkerSpec("eval")],
         llm_servers=1,
@@ -45,6 +42,13 @@ def warm_farm() -> Iterator[LocalFarm]:
         },
         log_dir=logs,
     )
+
+
+@pytest.fixture(scope="module")
+def warm_farm() -> Iterator[LocalFarm]:
+    logs = Path(tempfile.mkdtemp(prefix="farm-warm-"))
+    server = EmbeddedRedis().start()
+    farm = _farm(server, logs)
     farm.start(timeout_s=120)
     farm.workdir = logs / "work"  # type: ignore[attr-defined]
     yield farm
@@ -106,3 +110,22 @@ def test_a_killed_init_worker_leaves_no_pooled_sandbox(warm_farm: LocalFarm, wap
     wait_until(lambda: _pooled(workdir), 45, accept=lambda p: not p, interval_s=0.5, what="the pool stopped")
     assert not [h.id for h in handles if procs.is_same_process(h.init_pid, h.init_start)]
     assert not [h.id for h in handles if Path(h.sandbox_dir).exists()]
+
+
+def test_a_stopped_farm_leaves_no_pooled_sandbox() -> None:
+    """SIGTERM: the init worker stops its pool on its way out (what it cannot finish within its stop
+    deadline would be a dead owner's pool, for the next sweep)."""
+    logs = Path(tempfile.mkdtemp(prefix="farm-warm-stop-"))
+    server = EmbeddedRedis().start()
+    farm = _farm(server, logs)
+    try:
+        farm.start(timeout_s=120)
+        with httpx.Client(base_url=farm.api_url, timeout=60) as api:
+            assert _run(api, 2) == ["done", "done"]
+        wait_until(lambda: _pooled(logs / "work"), 60, accept=lambda p: len(p) >= 2, what="pooled sandboxes")
+        handles = [read_recorded(logs / "work" / "sandboxes" / i) for i, _ in _pooled(logs / "work")]
+    finally:
+        farm.stop()
+        server.stop()
+    assert not [h.id for h in handles if procs.is_same_process(h.init_pid, h.init_start)]
+    assert not _pooled(logs / "work")
