@@ -129,7 +129,8 @@ class WarmPool:
         while True:
             with self._lock:  # one critical section per sandbox taken: the demand, the pop, the count
                 demand = self._demand.setdefault(key, _Demand(spec))
-                if demand.last != now:  # quiet for longer than the idle bound: learnt again from scratch
+                if demand.last != now:  # (a retry after a failed hand-over is the same claim)
+                    # quiet for longer than the idle bound: the demand is learnt again from scratch
                     demand.claims = demand.claims + 1 if now - demand.last <= self.idle_s else 1
                     demand.last = now
                 pooled = demand.ready.popleft() if demand.ready else None
@@ -223,13 +224,15 @@ class WarmPool:
             sandbox = self.runtime.start(self._pooled_spec(spec))
         except Exception:
             log.exception("could not start a pooled sandbox")
-            self.stats.failed += 1
+            with self._lock:
+                self.stats.failed += 1
             return None
         try:  # connected now, so that a claim costs one round trip on an open connection
             sandbox.client.call("ping", timeout=5.0)
         except ExecServerError:
             log.exception("pooled sandbox %s did not answer", sandbox.id)
-            self.stats.failed += 1
+            with self._lock:
+                self.stats.failed += 1
             self._stop(sandbox)
             return None
         return sandbox
@@ -266,9 +269,9 @@ class WarmPool:
                     stale.append(demand.ready.popleft().sandbox)
                 if not demand.ready and not demand.starting and now - demand.last > self.idle_s:
                     del self._demand[key]
+            self.stats.expired += len(stale)
         for sandbox in stale:
             self._stop(sandbox)
-        self.stats.expired += len(stale)
         return len(stale)
 
     def trim(self) -> int:
