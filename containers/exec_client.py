@@ -9,6 +9,7 @@ import socket
 import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +95,43 @@ class ExecClient:
         finally:
             sock.close()
 
+    def send_then(self, op: str, args: dict[str, Any], timeout: float) -> Callable[[], Any]:
+        """Sends a request now and returns the function that reads its answer, so the caller does its
+        own work while the server does this (the warm pool's claim). Nothing else may use this client
+        in between: the connection is the caller's until the answer is read."""
+        with self._lock:
+            if self._sock is None:
+                self._sock = connect(self.address, self.connect_timeout)
+                self._reader = self._sock.makefile("rb")
+            sock, reader = self._sock, self._reader
+            request_id = next(self._ids)
+            try:
+                sock.settimeout(timeout + _TRANSPORT_SLACK_S)
+                sock.sendall(wire.encode({"id": request_id, "op": op, "args": args}))
+            except OSError as exc:
+                self._close_locked()
+                raise ExecServerError(f"execution server connection lost during {op}: {exc!r}") from exc
+
+        def answer() -> Any:
+            with self._lock:
+                try:
+                    return self._answer(reader, op, request_id)
+                except OSError as exc:
+                    self._close_locked()
+                    raise ExecServerError(f"execution server connection lost during {op}: {exc!r}") from exc
+
+        return answer
+
     def _roundtrip(
         self, sock: socket.socket, reader: Any, op: str, args: dict[str, Any], timeout: float | None
     ) -> Any:
         request_id = next(self._ids)
         sock.settimeout(None if timeout is None else timeout + _TRANSPORT_SLACK_S)
         sock.sendall(wire.encode({"id": request_id, "op": op, "args": args}))
+        return self._answer(reader, op, request_id)
+
+    @staticmethod
+    def _answer(reader: Any, op: str, request_id: int) -> Any:
         line = reader.readline()
         if not line:
             raise ConnectionError(f"execution server closed the connection during {op}")

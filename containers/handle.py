@@ -53,3 +53,13 @@ class SandboxHandle(BaseModel):
     """Workspace disk cap a watcher enforces (containers/disk_watch.py); None: not watched."""
     labels: dict[str, str] = Field(default_factory=dict)
     """The starter's labels (e.g. the farm job that owns it), for finding orphans."""
+
+
+class SandboxClaim(BaseModel):
+    """What a claim from a warm pool changes in a pooled sandbox's handle (containers/warm_pool.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    labels: dict[str, str]
+    created_at: float
+    expires_at: float | None = None

@@ -80,6 +80,14 @@ class Settings(BaseSettings):
     """READY buffer per node: sandboxes being prepared or prepared and waiting for their run stage. Init
     on a node waits while its buffer is full (backpressure), so prepared sandboxes cannot pile up
     while run is the bottleneck. 0 = unbounded. Applies to node-local handlers (those with a sandbox)."""
+    warm_pool: int = Field(0, ge=0)
+    """Warm sandbox pool of each init worker: at most this many sandboxes started ahead, per sandbox spec
+    its jobs ask for, so init claims one in milliseconds instead of starting it (containers/warm_pool.py,
+    tasks/warm.py). Sized from the init queue's depth and the node's free READY slots; each pooled
+    sandbox holds memory (~8 MB) and its start costs CPU, so 0 (off) by default."""
+    warm_pool_idle_s: float = Field(120.0, gt=0)
+    """A pooled sandbox no job claimed for this long is stopped; a spec no job asked for as long is
+    no longer pooled."""
     orphan_grace_s: float = 30.0
     """A job's sandbox younger than this is never stopped as an orphan (its starter may not have
     recorded it yet); see tasks/orphans.py."""

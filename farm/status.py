@@ -11,6 +11,7 @@ from farm.web.state import SharedState
 from farm.workers import live_workers_async
 
 STAGE_QUEUES = ("init", "run", "eval")
+WORKER_FIELDS = ("hostname", "node", "queues", "pid", "concurrency", "seen_at", "warm_pool")
 
 
 async def farm_status(farm: SharedState) -> dict[str, Any]:
@@ -23,8 +24,7 @@ async def farm_status(farm: SharedState) -> dict[str, Any]:
         "jobs": await farm.store.counts_by_state(),
         "active_jobs": await farm.store.active_count(),
         "workers": [
-            {k: w.get(k) for k in ("hostname", "node", "queues", "pid", "concurrency", "seen_at")}
-            for w in sorted(workers, key=lambda w: w.get("hostname", ""))
+            {k: w.get(k) for k in WORKER_FIELDS} for w in sorted(workers, key=lambda w: w.get("hostname", ""))
         ],
         "backends": [b.model_dump() for b in await farm.pool.list()],
         # a job's metadata.tool_call_parser, else its backend's, else this, else the tokenizer's guess

@@ -138,6 +138,15 @@ def local_sandboxes() -> int:
         return 0
 
 
+_reports: dict[str, Any] = {}
+
+
+def report_state(key: str, value: Any) -> None:
+    """Adds `key` (JSON data) to this worker's registered description from its next heartbeat on: what
+    GET /metrics and the viewer read per worker (the warm pool's counts, tasks/warm.py)."""
+    _reports[key] = value
+
+
 def _beat(hostname: str, description: dict[str, Any]) -> None:
     r = _client()
     beats = 0
@@ -146,9 +155,9 @@ def _beat(hostname: str, description: dict[str, Any]) -> None:
             if not heartbeat(r, hostname):
                 register(r, hostname, description)
             redis_outage.back()
-            sandboxes = local_sandboxes()
-            if sandboxes != description.get("sandboxes"):  # written only when it changed
-                description["sandboxes"] = sandboxes
+            now = {**_reports, "sandboxes": local_sandboxes()}
+            if any(description.get(k) != v for k, v in now.items()):  # written only when it changed
+                description.update(now)
                 r.hset(keys.WORKERS_INFO, hostname, _info(description))
             beats += 1
             if beats % PRUNE_EVERY == 0:

@@ -7,7 +7,7 @@ import contextlib
 import logging
 from typing import Any
 
-from containers import Sandbox, SandboxSpec, attach, get_runtime
+from containers import Sandbox, SandboxSpec, attach, get_runtime, warm_pool
 from farm.handler.context import JobContext
 from farm.identity import FARM_LABEL, current_farm_id
 
@@ -33,9 +33,16 @@ def sandbox_spec(ctx: JobContext, **overrides: Any) -> SandboxSpec:
 
 
 def start_sandbox(ctx: JobContext, **overrides: Any) -> dict[str, Any]:
-    """Starts the job's sandbox; returns its handle for the init state."""
+    """Starts the job's sandbox, or claims one started ahead for the same spec from this process's warm
+    pool (containers/warm_pool.py: handed over as if just started for this job); returns its handle for
+    the init state."""
     backend = ctx.spec.runtime.get("backend", "local")
-    return get_runtime(backend).start(sandbox_spec(ctx, **overrides)).handle()
+    spec = sandbox_spec(ctx, **overrides)
+    pool = warm_pool.installed() if backend == "local" else None
+    claimed = pool.claim(spec) if pool is not None else None
+    if claimed is not None:
+        return claimed.handle()
+    return get_runtime(backend).start(spec).handle()
 
 
 def open_sandbox(state: dict[str, Any]) -> Sandbox:

@@ -6,6 +6,9 @@ job is kept while the job is not over and either some stage of it holds a live l
 starting or using the sandbox) or the job's recorded init state names this very sandbox; otherwise,
 once older than a grace period, it is an orphan and is stopped. Local runtime only (Apptainer and
 Docker sandboxes die with their TTL).
+
+An unclaimed sandbox of a warm pool (containers/warm_pool.py) carries no job: it is stopped once the
+process whose pool holds it is gone, at once (a dead owner can hand it to no one).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import time
 from pathlib import Path
 
 from containers.handle import SandboxHandle
-from containers.local import HANDLE_FILE, LocalRuntime, default_root
-from containers.runtime import get_runtime
+from containers.local import LocalRuntime, default_root, read_recorded
+from containers.runtime import Runtime, get_runtime
+from containers.warm_pool import OWNER_LABEL, owner_alive
 from farm import keys
 from farm.identity import FARM_LABEL, current_farm_id
 from farm.jobs.store import JobStore
@@ -43,7 +47,7 @@ def _scan(root: Path) -> tuple[list[SandboxHandle], list[Path]]:
             if directory.name.startswith(".") or not directory.is_dir():
                 continue
             try:
-                found.append(SandboxHandle.model_validate_json((directory / HANDLE_FILE).read_text()))
+                found.append(read_recorded(directory))
             except (OSError, ValueError):
                 unrecorded.append(directory)
     return found, unrecorded
@@ -75,6 +79,25 @@ def is_orphan(handle: SandboxHandle, fields: dict[str, str | None], now: float) 
     return recorded.get("id") != handle.id
 
 
+def _stop_ownerless(runtime: Runtime, handles: list[SandboxHandle]) -> int:
+    """Stops the unclaimed sandboxes of warm pools whose owning process is gone (killed, or exited
+    before stopping them): no job knows them, and no one else ever will."""
+    stopped = 0
+    host = socket.gethostname()
+    for handle in handles:
+        owner = handle.labels.get(OWNER_LABEL)
+        # a pid names a process of this node only (another node's sandbox is its own sweep's)
+        if owner is None or handle.node != host or owner_alive(owner):
+            continue
+        log.warning("stopping sandbox %s of the warm pool of a process that is gone (%s)", handle.id, owner)
+        try:
+            runtime.teardown(handle)
+            stopped += 1
+        except Exception:
+            log.exception("could not stop pooled sandbox %s", handle.id)
+    return stopped
+
+
 def sweep_due(store: JobStore) -> bool:
     """One worker process per host sweeps, at most every SWEEP_EVERY_S."""
     return store.take_lock(keys.orphan_sweep(socket.gethostname()), "1", int(SWEEP_EVERY_S * 1000))
@@ -86,18 +109,15 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
     now, ours = time.time(), current_farm_id()
     handles, unrecorded = _scan(root or default_root())
     removed = _remove_unrecorded(unrecorded, now - grace_s)
-    candidates = [
-        h
-        for h in handles
-        # Another farm's sandbox is unknown to this Redis: stopping it would break that farm's job.
-        # An unlabelled one predates farm labels and is taken as this farm's.
-        if h.labels.get("job_id") and h.labels.get(FARM_LABEL, ours) == ours and now - h.created_at > grace_s
-    ]
-    if not candidates:
-        return removed
-    rows = store.fields_of([h.labels["job_id"] for h in candidates], _ORPHAN_FIELDS)
+    # Another farm's sandbox is unknown to this Redis: stopping it would break that farm's job. An
+    # unlabelled one predates farm labels and is taken as this farm's.
+    handles = [h for h in handles if h.labels.get(FARM_LABEL, ours) == ours]
     runtime = LocalRuntime(root) if root is not None else get_runtime("local")
-    stopped = removed
+    stopped = removed + _stop_ownerless(runtime, handles)
+    candidates = [h for h in handles if h.labels.get("job_id") and now - h.created_at > grace_s]
+    if not candidates:
+        return stopped
+    rows = store.fields_of([h.labels["job_id"] for h in candidates], _ORPHAN_FIELDS)
     for handle, row in zip(candidates, rows, strict=True):
         fields = dict(zip(_ORPHAN_FIELDS, row, strict=True))
         if not is_orphan(handle, fields, time.time()):

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from celery import Task
 
-import tasks.reaper  # noqa: F401  (connects the reaper and drain hooks to worker signals)
 from farm.celery_app import app
+
+# Connected to worker signals on import: the reaper and drain hooks, the init worker's warm pool.
+from tasks import reaper, warm  # noqa: F401
 from tasks.lifecycle import execute_stage
 
 

@@ -96,6 +96,8 @@ class ExecService:
         self.runner = CommandRunner(env, workdir)
         self.tools = ToolBox(workdir, env, python)
         self._on_shutdown = on_shutdown
+        self._ttl_timer: threading.Timer | None = None
+        self._ttl_lock = threading.Lock()
         self.ops: dict[str, Callable[..., Any]] = {
             "ping": self.ping,
             "exec": self.runner.run,
@@ -107,6 +109,7 @@ class ExecService:
             "cancel": self.cancel,
             "quiesce": self.quiesce,
             "shutdown": self.shutdown,
+            "ttl": self.set_ttl,
         }
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -167,6 +170,19 @@ class ExecService:
     def shutdown(self) -> dict[str, Any]:
         threading.Thread(target=self._on_shutdown, daemon=True).start()
         return {}
+
+    def set_ttl(self, seconds: float | None) -> dict[str, Any]:
+        """Exit `seconds` from now (None: never), replacing the previous deadline: a pooled sandbox is
+        started with the pool's idle bound and given its job's budget when a job claims it."""
+        with self._ttl_lock:
+            if self._ttl_timer is not None:
+                self._ttl_timer.cancel()
+            self._ttl_timer = None
+            if seconds:
+                self._ttl_timer = threading.Timer(float(seconds), self._on_shutdown)
+                self._ttl_timer.daemon = True
+                self._ttl_timer.start()
+        return {"ttl": seconds}
 
 
 class Handler(socketserver.StreamRequestHandler):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 from typing import Any
 
 from containers.server.app import ExecService, Handler, UnixServer, _Server, serve
@@ -66,10 +65,7 @@ def main(argv: list[str] | None = None) -> None:
 
         port, relay_socket = config["relay"]
         start_relay(int(port), str(relay_socket))
-    if config["ttl"]:
-        timer = threading.Timer(float(config["ttl"]), shutdown)
-        timer.daemon = True
-        timer.start()
+    service.set_ttl(config["ttl"])
     service.tools.warm(list(config["warm"]))
     if config["ready_fd"] is not None:
         ready_fd = int(config["ready_fd"])

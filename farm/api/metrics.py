@@ -97,6 +97,34 @@ def _node_families(workers: list[dict[str, Any]], ready: dict[str, int]) -> list
         _family(GaugeMetricFamily, "farm_sandboxes",
                 "Sandboxes alive per node (reported with the workers' heartbeats)", "node",
                 sorted(sandboxes.items())),
+        *_warm_families(workers),
+    ]  # fmt: skip
+
+
+def _warm_families(workers: list[dict[str, Any]]) -> list[Family]:
+    """The init workers' warm pools (tasks/warm.py), summed per node."""
+    totals: dict[str, Counter[str]] = {}
+    for w in workers:
+        pool = w.get("warm_pool")
+        if isinstance(pool, dict):
+            totals.setdefault(w.get("node", ""), Counter()).update(pool)
+    nodes = sorted(totals)
+    return [
+        _family(GaugeMetricFamily, "farm_warm_sandboxes",
+                "Pooled sandboxes ready to be claimed per node (warm pool)", "node",
+                ((n, totals[n]["ready"]) for n in nodes)),
+        _family(GaugeMetricFamily, "farm_warm_starting",
+                "Sandboxes being started for the warm pool per node", "node",
+                ((n, totals[n]["starting"]) for n in nodes)),
+        _family(CounterMetricFamily, "farm_warm_claims",
+                "Sandbox starts served from the warm pool per node", "node",
+                ((n, totals[n]["hits"]) for n in nodes)),
+        _family(CounterMetricFamily, "farm_warm_misses",
+                "Sandbox starts the warm pool could not serve (started cold) per node", "node",
+                ((n, totals[n]["misses"]) for n in nodes)),
+        _family(CounterMetricFamily, "farm_warm_expired",
+                "Pooled sandboxes stopped unclaimed after the idle bound per node", "node",
+                ((n, totals[n]["expired"]) for n in nodes)),
     ]  # fmt: skip
 
 

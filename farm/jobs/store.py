@@ -80,6 +80,8 @@ class JobStore:
     active_ids = SyncOp(JobOps.active_ids)
     revoke = SyncOp(JobOps.revoke)
     counts_by_state = SyncOp(JobOps.counts_by_state)
+    queue_depths = SyncOp(JobOps.queue_depths)
+    ready_by_node = SyncOp(JobOps.ready_by_node)
     count_infra_retry = SyncOp(JobOps.count_infra_retry)
     set_fields = SyncOp(JobOps.set_fields)
     prune_index = SyncOp(JobOps.prune_index)

@@ -24,7 +24,10 @@ function render(s) {
     : [el("tr", {}, el("td", { class: "mute" }, "no READY slots held"))]);
   farm.rows(document.getElementById("workers"), s.workers.map((w) => el("tr", {},
     el("td", {}, w.hostname), el("td", {}, w.node || "–"), el("td", {}, (w.queues || []).join(", ")),
-    el("td", {}, w.concurrency), el("td", {}, farm.ago(w.seen_at)))));
+    el("td", {}, w.concurrency), el("td", {}, farm.ago(w.seen_at)),
+    el("td", { class: "warm-pool" }, w.warm_pool
+      ? `${w.warm_pool.ready} ready · ${w.warm_pool.hits} claimed · ${w.warm_pool.misses} cold`
+      : "–"))));
   farm.rows(document.getElementById("backends"), s.backends.map((b) => el("tr", { "data-address": b.address },
     el("td", {}, b.address), el("td", {}, b.kind),
     el("td", { class: b.healthy ? "ok" : "bad" }, b.healthy ? "healthy" : "unhealthy"),
