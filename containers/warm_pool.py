@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from containers import procs
-from containers.client import ExecClient
 from containers.errors import ExecServerError
+from containers.exec_client import ExecClient
 from containers.handle import SandboxHandle
 from containers.local import LocalRuntime, record_claim
 from containers.sandbox import Sandbox
