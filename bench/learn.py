@@ -196,8 +196,10 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         for trace in result.trajectory.traces:
                             check_trace(trace, snapshots, TEMPERATURE, mismatch)
                     stats = episode_stats(results, [w for g in groups for w in g.rewards])
-                    loss, tokens = grpo_loss(model, groups, TEMPERATURE)
-                    if tokens:
+                    for _ in range(args.updates):  # PPO epochs: the clipped ratio bounds how far they go
+                        loss, tokens = grpo_loss(model, groups, TEMPERATURE)
+                        if not tokens:
+                            break
                         optimizer.zero_grad()
                         (loss / tokens).backward()
                         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -301,6 +303,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--n", type=int, default=8, help="samples per prompt")
     parser.add_argument("--questions", type=int, default=2)
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--updates", type=int, default=4, help="optimizer steps on each batch (PPO epochs)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--sft-max-epochs", type=int, default=150)
     parser.add_argument("--warm-target", type=float, default=0.05,

@@ -44,12 +44,22 @@ def build_tiny(tokenizer: ChatTokenizer, seed: int, max_model_len: int = 131072)
     return model.float()
 
 
-def token_logprobs(model: LlamaForCausalLM, ids: list[int], start: int, temperature: float) -> torch.Tensor:
-    """Logprob of ids[start:] given what precedes each, at `temperature` (as the farm records them)."""
+def token_logprobs(
+    model: LlamaForCausalLM,
+    ids: list[int],
+    start: int,
+    temperature: float,
+    keep: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Logprob of ids[start:] given what precedes each, at `temperature` (as the farm records them); with
+    `keep` (a bool mask over ids[start:]) only those positions, projected onto the vocabulary only there
+    (the 150k-row projection is most of a step's cost, and tool output is never trained)."""
     inputs = torch.tensor([ids])
     hidden = model.model(input_ids=inputs).last_hidden_state[0, start - 1 : -1]
-    logits = model.lm_head(hidden).float() / temperature
     targets = inputs[0, start:]
+    if keep is not None:
+        hidden, targets = hidden[keep], targets[keep]
+    logits = model.lm_head(hidden).float() / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None])[:, 0]
 
 
@@ -136,7 +146,7 @@ def grpo_loss(
                 if not mask.any():
                     continue
                 ids = [*trace.prompt_ids, *trace.response_ids]
-                new = token_logprobs(model, ids, len(trace.prompt_ids), temperature)[mask]
+                new = token_logprobs(model, ids, len(trace.prompt_ids), temperature, mask)
                 old = torch.tensor(trace.response_logprobs)[mask]
                 ratio = torch.exp(new - old)
                 clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
