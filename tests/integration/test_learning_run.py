@@ -21,8 +21,8 @@ def test_short_learning_run(tmp_path: Path) -> None:
     from farm.report.cli import report
 
     summary = main(
-        ["--steps", "3", "--groups", "2", "--n", "6", "--extra-in-flight", "4", "--max-seconds", "150",
-         "--runs-dir", str(tmp_path)]
+        ["--steps", "3", "--groups", "2", "--n", "6", "--extra-in-flight", "4", "--updates", "2",
+         "--max-seconds", "120", "--runs-dir", str(tmp_path)]
     )  # fmt: skip
     assert summary["steps"] >= 1
     assert summary["mismatch_max"] <= 1e-4
