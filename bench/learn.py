@@ -19,7 +19,8 @@ staleness bound (`--max-offpolicyness`). Per step it prints mean reward, tool ca
 batch's staleness, and the max / mean |Δ| between the trainer's recomputed logprobs (each turn under the
 weights that sampled it) and the farm's; it ends with `reward <start> -> <end> in <N> steps, <T> s`, where
 start is the first batch's mean reward (after warm-start, before any RL step) and end the mean of the
-last three batches. Results go to farm-runs/learn-<time>.jsonl (`farm report` draws the reward curve).
+last three batches. Results go to farm-runs/learn-<time>.jsonl (`farm report` draws the reward curve), each
+with the reward it was trained on (0 without a tool call) and the evaluator's as `metadata.evaluator_reward`.
 """
 
 from __future__ import annotations
@@ -208,10 +209,17 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         (loss / tokens).backward()
                         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                         optimizer.step()
-                    with run_file.open("a") as out:
-                        for result in results:
-                            result.metadata.update({"step": step, "trainer_version": version})
-                            out.write(result.model_dump_json() + "\n")
+                    with run_file.open("a") as out:  # the reward trained on; the evaluator's beside it
+                        for group in groups:
+                            for result, reward in zip(group.results, group.rewards, strict=True):
+                                tags = {
+                                    "step": step,
+                                    "trainer_version": version,
+                                    "evaluator_reward": result.reward,
+                                }
+                                kept = result.model_copy(update={"reward": reward})
+                                kept.metadata = {**result.metadata, **tags}
+                                out.write(kept.model_dump_json() + "\n")
                     version += 1
                     publisher.publish(model, version)
                     snapshots.add(version, model)
