@@ -53,7 +53,7 @@ def token_logprobs(
 ) -> torch.Tensor:
     """Logprob of ids[start:] given what precedes each, at `temperature` (as the farm records them); with
     `keep` (a bool mask over ids[start:]) only those positions, projected onto the vocabulary only there
-    (the 150k-row projection is most of a step's cost, and tool output is never trained)."""
+    (tool output and template text are never trained, and the projection is the widest layer)."""
     inputs = torch.tensor([ids])
     hidden = model.model(input_ids=inputs).last_hidden_state[0, start - 1 : -1]
     targets = inputs[0, start:]
