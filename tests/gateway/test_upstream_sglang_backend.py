@@ -148,3 +148,20 @@ def test_each_record_names_the_weights_that_sampled_it(
     assert trace["metadata"]["policy_version_span"] == [3, 4]
     per_request = httpx.post(f"{base}/export", json={"builder": "per_request"}).json()["traces"]
     assert [t["metadata"]["turn_policy_versions"] for t in per_request] == [[3], [4], [4]]
+
+
+def test_a_streamed_record_names_the_registered_version(
+    sglang_gateway: str, sglang_root: str, redis_server: EmbeddedRedis
+) -> None:
+    """SGLang streams no weight_version: a streamed call's record takes the pool's registration."""
+    pool = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/4")
+    try:
+        BackendPool(pool).add(sglang_root, kind="sglang", policy_version=9)
+        base, client = _session(sglang_gateway)
+        messages = [{"role": "user", "content": "Say hello."}]
+        stream = client.chat.completions.create(model="any", messages=messages, max_tokens=8, stream=True)
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) is not None
+    finally:
+        pool.close()
+    (record,) = httpx.get(f"{base}/completions").json()
+    assert (record["policy_version"], record["policy_version_source"]) == (9, "pool")
