@@ -6,7 +6,11 @@ its evaluator (reward 1 when the \\boxed{} answer is right). Random `tiny` weigh
 (a `<tool_call>` token about once in 7,700), so RL alone cannot find the tool: the run first warm-starts
 on farm-generated SFT data (the scripted reference LLM solves each question with one python call; its
 successful trajectories go through the SFT adapter, `to_sft_records(style="tokens")`), stopping while the
-policy still succeeds only now and then, then trains with the compact GRPO loop of examples/farm_grpo.py.
+policy still succeeds only now and then (each question's recorded success sampled with a ~5% chance), then
+trains with the compact loop of examples/farm_grpo.py: a PPO-clipped token-level policy gradient, four
+optimizer steps per batch, the advantage the reward itself (`--baseline zero`: only rewarded episodes are
+pushed up; `--baseline group` is Dr. GRPO's group mean, which on this task pushed the shared, already
+confident tokens of failed episodes down and left the reward flat or falling: see `grpo_loss`).
 
 After every step the trainer publishes its weights in place (SGLang's /update_weights_from_disk on the
 reference LLM, the pool re-registered with the new policy_version): rollouts kept in flight across the
@@ -15,7 +19,8 @@ staleness bound (`--max-offpolicyness`). Per step it prints mean reward, tool ca
 batch's staleness, and the max / mean |Δ| between the trainer's recomputed logprobs (each turn under the
 weights that sampled it) and the farm's; it ends with `reward <start> -> <end> in <N> steps, <T> s`, where
 start is the first batch's mean reward (after warm-start, before any RL step) and end the mean of the
-last three batches. Results go to farm-runs/learn-<time>.jsonl (`farm report` draws the reward curve).
+last three batches. Results go to farm-runs/learn-<time>.jsonl (`farm report` draws the reward curve), each
+with the reward it was trained on (0 without a tool call) and the evaluator's as `metadata.evaluator_reward`.
 """
 
 from __future__ import annotations
@@ -196,16 +201,25 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                         for trace in result.trajectory.traces:
                             check_trace(trace, snapshots, TEMPERATURE, mismatch)
                     stats = episode_stats(results, [w for g in groups for w in g.rewards])
-                    loss, tokens = grpo_loss(model, groups, TEMPERATURE)
-                    if tokens:
+                    for _ in range(args.updates):  # PPO epochs: the clipped ratio bounds how far they go
+                        loss, tokens = grpo_loss(model, groups, TEMPERATURE, baseline=args.baseline)
+                        if not tokens:
+                            break
                         optimizer.zero_grad()
                         (loss / tokens).backward()
                         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                         optimizer.step()
-                    with run_file.open("a") as out:
-                        for result in results:
-                            result.metadata.update({"step": step, "trainer_version": version})
-                            out.write(result.model_dump_json() + "\n")
+                    with run_file.open("a") as out:  # the reward trained on; the evaluator's beside it
+                        for group in groups:
+                            for result, reward in zip(group.results, group.rewards, strict=True):
+                                tags = {
+                                    "step": step,
+                                    "trainer_version": version,
+                                    "evaluator_reward": result.reward,
+                                }
+                                kept = result.model_copy(update={"reward": reward})
+                                kept.metadata = {**result.metadata, **tags}
+                                out.write(kept.model_dump_json() + "\n")
                     version += 1
                     publisher.publish(model, version)
                     snapshots.add(version, model)
@@ -296,11 +310,15 @@ def _summary(
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.learn", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--groups", type=int, default=2, help="groups (prompts) per step")
     parser.add_argument("--n", type=int, default=8, help="samples per prompt")
-    parser.add_argument("--questions", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--questions", type=int, default=1,
+                        help="distinct questions (2 learn more slowly: digits get mixed)")  # fmt: skip
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--baseline", choices=("group", "zero"), default="zero",
+                        help="advantage baseline: group mean (Dr. GRPO) or none (see grpo_loss)")  # fmt: skip
+    parser.add_argument("--updates", type=int, default=4, help="optimizer steps on each batch (PPO epochs)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--sft-max-epochs", type=int, default=150)
     parser.add_argument("--warm-target", type=float, default=0.05,

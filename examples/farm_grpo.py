@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import torch
@@ -44,12 +44,22 @@ def build_tiny(tokenizer: ChatTokenizer, seed: int, max_model_len: int = 131072)
     return model.float()
 
 
-def token_logprobs(model: LlamaForCausalLM, ids: list[int], start: int, temperature: float) -> torch.Tensor:
-    """Logprob of ids[start:] given what precedes each, at `temperature` (as the farm records them)."""
+def token_logprobs(
+    model: LlamaForCausalLM,
+    ids: list[int],
+    start: int,
+    temperature: float,
+    keep: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Logprob of ids[start:] given what precedes each, at `temperature` (as the farm records them); with
+    `keep` (a bool mask over ids[start:]) only those positions, projected onto the vocabulary only there
+    (tool output and template text are never trained, and the projection is the widest layer)."""
     inputs = torch.tensor([ids])
     hidden = model.model(input_ids=inputs).last_hidden_state[0, start - 1 : -1]
-    logits = model.lm_head(hidden).float() / temperature
     targets = inputs[0, start:]
+    if keep is not None:
+        hidden, targets = hidden[keep], targets[keep]
+    logits = model.lm_head(hidden).float() / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None])[:, 0]
 
 
@@ -118,15 +128,26 @@ def check_trace(trace: Trace, snapshots: Snapshots, temperature: float, into: Mi
 
 
 def grpo_loss(
-    model: LlamaForCausalLM, groups: Sequence[Group], temperature: float, clip: float = 0.2
+    model: LlamaForCausalLM,
+    groups: Sequence[Group],
+    temperature: float,
+    clip: float = 0.2,
+    baseline: Literal["group", "zero"] = "group",
 ) -> tuple[torch.Tensor, int]:
-    """Token-level PPO-clip objective with group-normalised advantages (Dr. GRPO: no std division, so
-    a group where all samples agree contributes nothing); the ratio is new / behaviour (the farm's
-    logprobs). Returns the summed loss (divide by the token count) and the count of trained tokens."""
+    """Token-level PPO-clip objective; the ratio is new / behaviour (the farm's logprobs). Returns the
+    summed loss (divide by the token count) and the count of trained tokens.
+
+    `baseline="group"`: advantages are reward minus the group's mean (Dr. GRPO: no std division, so a group
+    where all samples agree contributes nothing). `baseline="zero"`: the advantage is the reward itself
+    (REINFORCE without a baseline, still an unbiased gradient); for a 0/1 reward only rewarded episodes are
+    trained, pushed up, and nothing is pushed down (expert iteration / RAFT, on-policy). Why it matters
+    for a memorised tool call: a failed episode shares most of its tokens with the successes, already
+    sampled at p ~ 0.99; with a group baseline its negative advantage pushes them down, which the clip
+    lets reach a ratio of 0.8 (p 0.79) within a batch, while a success can raise them by at most 0.01."""
     losses: list[torch.Tensor] = []
     tokens = 0
     for group in groups:
-        mean = sum(group.rewards) / len(group.rewards)
+        mean = sum(group.rewards) / len(group.rewards) if baseline == "group" else 0.0
         for result, reward in zip(group.results, group.rewards, strict=True):
             advantage = reward - mean
             if abs(advantage) < 1e-9:
@@ -136,7 +157,7 @@ def grpo_loss(
                 if not mask.any():
                     continue
                 ids = [*trace.prompt_ids, *trace.response_ids]
-                new = token_logprobs(model, ids, len(trace.prompt_ids), temperature)[mask]
+                new = token_logprobs(model, ids, len(trace.prompt_ids), temperature, mask)
                 old = torch.tensor(trace.response_logprobs)[mask]
                 ratio = torch.exp(new - old)
                 clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
@@ -162,9 +183,10 @@ def sft_loss(model: LlamaForCausalLM, record: dict[str, Any]) -> tuple[torch.Ten
 def warm_start(
     model: LlamaForCausalLM, records: Sequence[dict[str, Any]], target: float, lr: float, max_epochs: int
 ) -> tuple[int, float, torch.optim.Adam]:
-    """SFT until the mean chance of sampling a recorded successful episode reaches `target` (so RL starts
-    from a policy that succeeds now and then, not always). Returns (epochs, that chance, the optimizer:
-    RL continues with its moments, since a fresh Adam's first steps move every weight by about lr)."""
+    """SFT until the least likely recorded successful episode has a chance of `target` of being sampled
+    (so RL starts from a policy that succeeds now and then on every question, not always). Returns
+    (epochs, the mean chance, the optimizer: RL continues with its moments, since a fresh Adam's first
+    steps move every weight by about lr)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     chance = 0.0
     for epoch in range(1, max_epochs + 1):
@@ -176,7 +198,7 @@ def warm_start(
             optimizer.step()
             chances.append(math.exp(logprob))
         chance = sum(chances) / len(chances)
-        if chance >= target:
+        if min(chances) >= target:
             return epoch, chance, optimizer
     return max_epochs, chance, optimizer
 

@@ -37,6 +37,17 @@ def parse_version(value: Any) -> int | None:
     return None
 
 
+def resolve_version(reported: Any, registered: int | None) -> tuple[int | None, VersionSource]:
+    """The version of one model call: what the backend said it sampled with, else what the pool had
+    registered for it when the call was sent, else unknown."""
+    from_backend = parse_version(reported)
+    if from_backend is not None:
+        return from_backend, "backend"
+    if registered is not None:
+        return registered, "pool"
+    return None, "unknown"
+
+
 def max_lag(metadata: dict[str, Any], default: int | None) -> int | None:
     """The rollout's lag bound: its metadata's `max_policy_lag` when a non-negative int, else the farm's."""
     value = metadata.get("max_policy_lag")
@@ -67,16 +78,9 @@ class TurnVersions:
             )
 
     def record(self, reported: str | None, registered: int | None) -> None:
-        from_backend = parse_version(reported)
-        if from_backend is not None:
-            self.versions.append(from_backend)
-            self.sources.append("backend")
-        elif registered is not None:
-            self.versions.append(registered)
-            self.sources.append("pool")
-        else:
-            self.versions.append(None)
-            self.sources.append("unknown")
+        version, source = resolve_version(reported, registered)
+        self.versions.append(version)
+        self.sources.append(source)
 
     def metadata(self) -> dict[str, Any]:
         """What a trace carries: one version per model call (the k-th run of loss-mask-1 tokens is the

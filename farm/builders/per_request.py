@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from farm.builders.records import CompletionRecord
+from farm.builders.records import CompletionRecord, turn_versions
 from farm.models import Trace
 
 
@@ -36,6 +36,7 @@ def build_per_request(
                     "completion_ids": [record.completion_id],
                     "backend": record.backend,
                     "logprobs_available": logprobs_ok,
+                    **turn_versions([record]),
                 },
             )
         )

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
-from farm.builders.records import CompletionRecord
+from farm.builders.records import CompletionRecord, turn_versions
 from farm.models import Trace
 
 END_OF_TURN_FINISHES = frozenset({"stop", "tool_calls", "stop_sequence"})
@@ -235,6 +235,7 @@ class _TraceBuilder:
                 "reserialized": self.reserialized,
                 "reserialized_unchecked": self.rendered_unchecked,
                 "logprobs_available": self.logprobs_available,
+                **turn_versions(self.records),
             },
         )
 

@@ -56,6 +56,12 @@ class CompletionRecord(BaseModel):
     finish_reason: str | None = None
     response_message: dict[str, Any] = Field(default_factory=dict)
     backend: str | None = None
+    policy_version: int | None = None
+    """The weights that sampled this completion: the backend's own word (SGLang's `metadata.weight_version`)
+    when it gives one, else the policy_version the pool had registered for the backend when the call was
+    sent; None when neither is known."""
+    policy_version_source: str | None = None
+    """Where policy_version came from: "backend", "pool" or "unknown"."""
     timings: CompletionTimings = Field(default_factory=CompletionTimings)
     usage: dict[str, int] = Field(default_factory=dict)
     reward: float | None = None
@@ -66,3 +72,15 @@ class CompletionRecord(BaseModel):
     @property
     def has_tokens(self) -> bool:
         return bool(self.prompt_ids) and bool(self.response_ids)
+
+
+def turn_versions(records: list[CompletionRecord]) -> dict[str, Any]:
+    """A trace's per-call policy versions (the keys the agent loop's traces carry): one per model call, in
+    the order of the trace's runs of loss-mask-1 tokens, with where each came from."""
+    versions = [r.policy_version for r in records]
+    known = [v for v in versions if v is not None]
+    return {
+        "turn_policy_versions": versions,
+        "turn_policy_version_sources": [r.policy_version_source or "unknown" for r in records],
+        "policy_version_span": [min(known), max(known)] if known else None,
+    }

@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
+from farm.agent.versions import resolve_version
 from farm.builders import CompletionRecord, CompletionTimings, build_traces, builder_names
 from farm.builders.records import CallFailure
 from farm.gateway.backends import BackendSource
@@ -240,7 +241,9 @@ def _record(
     started_at: float,
     upstream_s: float,
     total_s: float,
+    registered_version: int | None = None,
 ) -> CompletionRecord:
+    version, source = resolve_version(reply.weight_version, registered_version)
     return CompletionRecord(
         completion_id=completion_id,
         session_id=session_id,
@@ -254,6 +257,8 @@ def _record(
         finish_reason=reply.completion.finish_reason,
         response_message=reply.completion.assistant_message(),
         backend=backend,
+        policy_version=version,
+        policy_version_source=source,
         timings=CompletionTimings(started_at=started_at, upstream_s=upstream_s, total_s=total_s),
         usage={
             "prompt_tokens": reply.completion.usage.prompt_tokens,
@@ -370,6 +375,7 @@ async def _model_call(
             started_at,
             result.upstream_s,
             time.perf_counter() - started,
+            result.registered_version,
         )
         await runtime.keep(record)  # no 200 without its record
     except (GatewayError, redis.RedisError) as exc:
@@ -431,6 +437,7 @@ async def _relay(
             started_at,
             upstream.upstream_s,
             time.perf_counter() - started,
+            upstream.registered_version,
         )
         await runtime.keep(record)  # before the final frames: a stream ends finished only when recorded
     except (GatewayError, redis.RedisError) as exc:  # the stream's failures, judged by the policy

@@ -47,6 +47,8 @@ class ForwardResult:
     backend: str
     upstream_s: float
     attempts: int
+    registered_version: int | None = None
+    """The pool's policy_version for that backend when the call was sent."""
 
 
 class Forwarder:
@@ -115,7 +117,11 @@ class Forwarder:
             if failure is None:
                 reply = parse_chat_reply(data, completion_id)
                 return ForwardResult(
-                    reply=reply, backend=address, upstream_s=upstream_s, attempts=attempts.made
+                    reply=reply,
+                    backend=address,
+                    upstream_s=upstream_s,
+                    attempts=attempts.made,
+                    registered_version=attempts.registered_version,
                 )
             await self._failed(attempts, address, failure)
 
@@ -154,6 +160,7 @@ class Forwarder:
             if backend is None:
                 raise GatewayError(ErrorKind.unavailable, "no healthy inference backend is registered")
             attempts.begin()
+            attempts.registered_version = backend.policy_version
             address = backend.address.rstrip("/")
             # In-flight bookkeeping overlaps the call instead of adding Redis round trips to it.
             call_started = asyncio.ensure_future(self.backends.call_started(address))

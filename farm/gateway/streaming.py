@@ -235,6 +235,11 @@ class UpstreamStream:
     def reply(self, completion_id: str) -> UpstreamReply:
         return self.assembler.reply(completion_id)
 
+    @property
+    def registered_version(self) -> int | None:
+        """The pool's policy_version for the backend that streamed the reply, when the call was sent."""
+        return self._attempts.registered_version
+
     async def _close(self) -> None:
         if self._closed:
             return

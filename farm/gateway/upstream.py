@@ -46,6 +46,10 @@ class UpstreamReply(BaseModel):
     served_model: str
     capture_problem: str | None = None
     """Why token capture is incomplete (the backend did not return ids, or logprobs did not line up)."""
+    weight_version: str | None = None
+    """The weights that served the call, when the backend says: SGLang's chat reply carries them in its
+    top-level `metadata.weight_version` (sgl-project/sglang test/srt/test_weight_version.py @ 7b50ab6),
+    its native meta_info in `choices[].meta_info.weight_version`. vLLM's reply does not say."""
 
 
 def capture_keys(kind: str, stream: bool) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -191,7 +195,16 @@ def _parse_chat_reply(data: dict[str, Any], completion_id: str) -> UpstreamReply
         response_logprobs=logprobs,
         served_model=completion.model,
         capture_problem=problem,
+        weight_version=_weight_version(data, choice),
     )
+
+
+def _weight_version(data: dict[str, Any], choice: dict[str, Any]) -> str | None:
+    for meta in (data.get("metadata"), choice.get("meta_info")):
+        version = meta.get("weight_version") if isinstance(meta, dict) else None
+        if isinstance(version, str | int) and not isinstance(version, bool):
+            return str(version)
+    return None
 
 
 def error_message(data: Any, fallback: str) -> str:

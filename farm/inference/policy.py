@@ -210,6 +210,9 @@ class Attempts:
     made: int = 0
     failures: list[str] = field(default_factory=list)
     """Why each failed-over attempt failed ("backend: problem"), oldest first."""
+    registered_version: int | None = None
+    """The policy_version the pool had registered for the latest attempt's backend when it was chosen (a
+    trace's fallback when the backend does not name its weights)."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

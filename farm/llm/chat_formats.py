@@ -64,7 +64,10 @@ def chat_response(
         "usage": formats.usage(len(prompt_ids), sum(len(s.token_ids) for s in samples)),
     }
     if sglang:
-        answer["metadata"] = {"weight_version": "default"}
+        # SGLang's chat reply names the weights that served it (test/srt/test_weight_version.py).
+        answer["metadata"] = {
+            "weight_version": samples[0].weight_version if samples else engine.weight_version
+        }
         sglext = _sglext(body, prompt_ids, [s.token_ids for s in samples])
         if sglext:
             answer["sglext"] = sglext

@@ -46,11 +46,19 @@ def render(summary: RunSummary, console: Console, title: str) -> None:
         steps = Table(title="Reward per step")
         for column in ("step", "jobs", "mean reward", "solved", "turn versions", "mixed-version jobs"):
             steps.add_column(column, justify="right")
+        steps.add_column("reward curve (0 to 1)", justify="left", no_wrap=True, min_width=20)
         for s in summary.steps:
             versions = ", ".join(map(str, s.turn_versions)) or "-"
             reward = f"{s.mean_reward:.3f}"
-            steps.add_row(str(s.step), str(s.jobs), reward, f"{s.solved:.1%}", versions, str(s.mixed))
+            bar = reward_bar(s.mean_reward)
+            steps.add_row(str(s.step), str(s.jobs), reward, f"{s.solved:.1%}", versions, str(s.mixed), bar)
         console.print(steps)
+
+
+def reward_bar(reward: float, width: int = 20) -> str:
+    """A text bar for a reward in [0, 1] (clamped), so the curve reads in a terminal without plots."""
+    cells = round(max(0.0, min(1.0, reward)) * width) if reward == reward else 0
+    return "█" * cells + "·" * (width - cells)
 
 
 def render_runs(runs: dict[str, RunSummary], console: Console) -> None:

@@ -173,3 +173,21 @@ def test_single_step_run_plots_reward_by_problem(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (tmp_path / "plots" / "reward_by_problem.png").exists()
     assert not (tmp_path / "plots" / "reward_per_step.png").exists()
+
+
+def test_a_learning_run_prints_its_reward_curve_and_turn_versions(tmp_path: Path) -> None:
+    """Reward per step with a text bar (the curve, with or without plots) and the policy versions that
+    sampled each step's turns; a job whose turns span a publish counts as mixed."""
+    results = []
+    for step, rewards in enumerate([(0.0, 0.0), (0.0, 1.0), (1.0, 1.0)]):
+        for i, reward in enumerate(rewards):
+            result = job(10 * step + i, reward=reward, step=step)
+            result.trajectory.traces[0].metadata["turn_policy_versions"] = [step, step + i]
+            results.append(result)
+    run = write_run(tmp_path / "learn.jsonl", results)
+    printed = CliRunner().invoke(report, [str(run), "--no-plots"], terminal_width=200)
+    assert printed.exit_code == 0, printed.output
+    rows = [line for line in printed.output.splitlines() if "█" in line or "····" in line]
+    assert len(rows) == 3
+    assert rows[0].count("█") == 0 and rows[1].count("█") == 10 and rows[2].count("█") == 20
+    assert "2, 3" in rows[2] and "0, 1" in rows[0]

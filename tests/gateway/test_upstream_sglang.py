@@ -220,3 +220,14 @@ def test_an_sglang_stream_gets_its_ids_from_the_sglext_chunk() -> None:
     reply = assembler.reply("c1")
     assert (reply.prompt_ids, reply.response_ids, reply.response_logprobs) == (PROMPT, IDS, LOGPROBS)
     assert reply.capture_problem is None and reply.completion.content == "The answer is 51"
+
+
+def test_the_reply_names_the_weights_that_served_it() -> None:
+    """SGLang's chat reply: top-level metadata.weight_version; its meta_info's when only that is there;
+    vLLM's reply says nothing."""
+    assert parse_chat_reply(sglang_reply(), "c1").weight_version == "default"
+    only_meta = sglang_reply(meta_info=True)
+    del only_meta["metadata"]
+    only_meta["choices"][0]["meta_info"]["weight_version"] = "7"
+    assert parse_chat_reply(only_meta, "c1").weight_version == "7"
+    assert parse_chat_reply(vllm_reply(), "c1").weight_version is None

@@ -108,3 +108,60 @@ def test_a_streamed_call_gets_its_ids_from_sglext(sglang_gateway: str) -> None:
     assert record["prompt_ids"] == tokenizer.apply_chat_template(messages)
     assert len(record["response_logprobs"]) == len(record["response_ids"]) > 0
     assert tokenizer.decode(record["response_ids"]).startswith(text)
+
+
+def test_each_record_names_the_weights_that_sampled_it(
+    sglang_gateway: str, sglang_root: str, redis_server: EmbeddedRedis
+) -> None:
+    """A record carries the backend's policy version: SGLang's own `metadata.weight_version` when it is a
+    version number, else the pool's registration when the call was sent; the merged trace lists them per
+    turn (the keys the agent loop's traces carry), so a rollout that spans a publish says so."""
+    pool = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/4")
+    BackendPool(pool).add(sglang_root, kind="sglang", policy_version=3)
+    base, client = _session(sglang_gateway)
+    messages: list[Any] = [{"role": "user", "content": "What is 17 * 3? Use the tool if needed."}]
+    try:
+        for turn in range(3):
+            if turn == 1:  # a publish lands: the server says its new weights, the pool is not told yet
+                httpx.post(f"{sglang_root}/update_weight_version", json={"new_version": "4"})
+            if turn == 2:  # the pool is ahead of the server: the server's word wins
+                BackendPool(pool).add(sglang_root, kind="sglang", policy_version=5)
+            reply = client.chat.completions.create(model="any", messages=messages, tools=TOOLS, max_tokens=64)
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if message.tool_calls:
+                messages.append({"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "51"})
+            else:
+                messages.append({"role": "user", "content": f"Check again ({turn})."})
+    finally:
+        httpx.post(f"{sglang_root}/update_weight_version", json={"new_version": "default"})
+        pool.close()
+    records = httpx.get(f"{base}/completions").json()
+    assert [(r["policy_version"], r["policy_version_source"]) for r in records] == [
+        (3, "pool"),
+        (4, "backend"),
+        (4, "backend"),
+    ]
+    (trace,) = httpx.post(f"{base}/export", json={"builder": "prefix_merging"}).json()["traces"]
+    assert trace["metadata"]["turn_policy_versions"] == [3, 4, 4]
+    assert trace["metadata"]["turn_policy_version_sources"] == ["pool", "backend", "backend"]
+    assert trace["metadata"]["policy_version_span"] == [3, 4]
+    per_request = httpx.post(f"{base}/export", json={"builder": "per_request"}).json()["traces"]
+    assert [t["metadata"]["turn_policy_versions"] for t in per_request] == [[3], [4], [4]]
+
+
+def test_a_streamed_record_names_the_registered_version(
+    sglang_gateway: str, sglang_root: str, redis_server: EmbeddedRedis
+) -> None:
+    """SGLang streams no weight_version: a streamed call's record takes the pool's registration."""
+    pool = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/4")
+    try:
+        BackendPool(pool).add(sglang_root, kind="sglang", policy_version=9)
+        base, client = _session(sglang_gateway)
+        messages = [{"role": "user", "content": "Say hello."}]
+        stream = client.chat.completions.create(model="any", messages=messages, max_tokens=8, stream=True)
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) is not None
+    finally:
+        pool.close()
+    (record,) = httpx.get(f"{base}/completions").json()
+    assert (record["policy_version"], record["policy_version_source"]) == (9, "pool")
