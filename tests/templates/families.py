@@ -11,6 +11,9 @@ SOURCES.md there) over a vocabulary a package ships.
   `deepseek_v31`.
 - `kimi-k2`: Qwen3's vocabulary with Kimi K2's control tokens added (Kimi's own tiktoken vocabulary is in
   no package) under moonshotai/Kimi-K2-Instruct's template; parser `kimi_k2`.
+- `glm-4.6`: Qwen3's vocabulary with GLM-4.5/4.6's control tokens added and `<|endoftext|>` as its eos
+  (as GLM's tokenizer_config has it; GLM's own vocabulary is in no package) under zai-org/GLM-4.6's
+  template; parser `glm45`. Its turns end with the next role's token (`closers`).
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ FAMILY_TEMPLATES = {
     "qwen3-coder": "Qwen3-Coder.jinja",
     "deepseek-v3.1": "deepseek-ai-DeepSeek-V3.1.jinja",
     "kimi-k2": "moonshotai-Kimi-K2.jinja",
+    "glm-4.6": "zai-org-GLM-4.6.jinja",
 }
 PARSERS = {
     "llama3.1": "llama3_json",
     "qwen3-coder": "qwen3_coder",
     "deepseek-v3.1": "deepseek_v31",
     "kimi-k2": "kimi_k2",
+    "glm-4.6": "glm45",
 }
 KIMI_TOKENS = [
     "<|im_user|>",
@@ -48,6 +53,26 @@ KIMI_TOKENS = [
     "<|tool_call_argument_begin|>",
     "<|tool_call_end|>",
 ]
+
+GLM_TOKENS = [
+    "[MASK]",
+    "[gMASK]",
+    "[sMASK]",
+    "<sop>",
+    "<eop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "/nothink",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+]
+"""GLM-4.5's added tokens that Qwen3's vocabulary lacks (the list llama.cpp preserves for GLM-4.5,
+ochafik/llama.cpp common/chat-syntax/glm-4-5.cpp @5f789099; `<think>`, `<tool_call>` and
+`<tool_response>` and their closings Qwen3 has)."""
 
 
 def _package(module: str) -> Path:
@@ -90,6 +115,9 @@ def _vocabulary(family: str) -> PreTrainedTokenizerFast:
     )
     if family == "kimi-k2":
         qwen.add_special_tokens({"additional_special_tokens": KIMI_TOKENS})  # type: ignore[dict-item]
+    if family == "glm-4.6":
+        qwen.add_special_tokens({"additional_special_tokens": GLM_TOKENS})  # type: ignore[dict-item]
+        qwen.eos_token = "<|endoftext|>"
     return qwen
 
 
