@@ -63,8 +63,11 @@ def parse_prompt(family: Family, text: str, parser: str | None = None) -> Parsed
     return parse_chatml(text, parser)
 
 
-def _assistant(family: Family, body: str, eos: str, parser: str | None = None) -> dict[str, Any]:
-    answer = parse_with(parser, body, eos) if parser else parse_family(family, body, eos)
+def _assistant(
+    family: Family, body: str, eos: str, parser: str | None = None, tools: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """`tools` type the arguments of formats that write them as text (GLM's, Qwen3-Coder's)."""
+    answer = parse_with(parser, body, eos, tools) if parser else parse_family(family, body, eos)
     message: dict[str, Any] = {"role": "assistant", "content": answer.content}
     if answer.tool_calls:
         message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
@@ -283,7 +286,7 @@ def parse_glm_prompt(text: str, parser: str) -> ParsedConversation:
             for block in body.split(G_RESPONSE[0])[1:]:
                 parsed.messages.append({"role": "tool", "content": block.partition(G_RESPONSE[1])[0]})
         elif role == "assistant":
-            parsed.messages.append(_assistant("glm", body, "", parser))
+            parsed.messages.append(_assistant("glm", body, "", parser, parsed.tools))
         else:
             parsed.messages.append({"role": role, "content": body.removeprefix("\n")})
     return parsed
