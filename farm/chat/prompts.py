@@ -24,6 +24,9 @@ with `parse_prompt`. Hermes prompts are ChatML (farm/chat/chatml.py). The other 
 - Mistral (mistral-common's InstructTokenizerV3, mistral_common/tokens/tokenizers/instruct.py):
   `<s>`, `[AVAILABLE_TOOLS]json[/AVAILABLE_TOOLS]` before the last user turn, `[INST]text[/INST]`,
   the answer then `</s>`, tool results as `[TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]`.
+  From v7 on the system prompt is `[SYSTEM_PROMPT]text[/SYSTEM_PROMPT]` and a result is
+  `[TOOL_RESULTS]id[TOOL_CONTENT]text[/TOOL_RESULTS]`; v13 writes it as `[TOOL_RESULTS]text[/TOOL_RESULTS]`
+  and lists the tools before the first user turn.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ M_BOS, M_EOS = "<s>", "</s>"
 M_INST = ("[INST]", "[/INST]")
 M_TOOLS = ("[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]")
 M_RESULTS = ("[TOOL_RESULTS]", "[/TOOL_RESULTS]")
+M_SYSTEM = ("[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]")
+M_CONTENT = "[TOOL_CONTENT]"
 _DS_TOOL_NAME = re.compile(r"^### (\S+)$", re.MULTILINE)
 
 
@@ -139,7 +144,10 @@ def parse_mistral_prompt(text: str, parser: str | None = None) -> ParsedConversa
     parsed = ParsedConversation()
     rest = text.removeprefix(M_BOS)
     while rest:
-        if rest.startswith(M_TOOLS[0]):
+        if rest.startswith(M_SYSTEM[0]):
+            system, _, rest = _until(rest[len(M_SYSTEM[0]) :], M_SYSTEM[1])
+            parsed.messages.append({"role": "system", "content": system})
+        elif rest.startswith(M_TOOLS[0]):
             section, _, rest = _until(rest[len(M_TOOLS[0]) :], M_TOOLS[1])
             parsed.tools = _json_list(section)
         elif rest.startswith(M_INST[0]):
@@ -157,7 +165,7 @@ def parse_mistral_prompt(text: str, parser: str | None = None) -> ParsedConversa
 
 
 def _answer_unless_marker(parsed: ParsedConversation, rest: str, parser: str | None = None) -> str:
-    if rest.startswith((M_TOOLS[0], M_INST[0], M_RESULTS[0])):
+    if rest.startswith((M_SYSTEM[0], M_TOOLS[0], M_INST[0], M_RESULTS[0])):
         return rest
     return _open_answer(parsed, rest, M_EOS, "mistral", parser)
 
@@ -171,7 +179,10 @@ def _json_list(section: str) -> list[dict[str, Any]]:
 
 
 def _tool_result(raw: str) -> str:
-    """The `content` of mistral-common's result object (it JSON-decodes content that is JSON)."""
+    """The `content` of mistral-common's result object (it JSON-decodes content that is JSON), or from v7
+    on the text after the call id."""
+    if M_CONTENT in raw:
+        return raw.partition(M_CONTENT)[2]
     try:
         payload = json.loads(raw)
     except json.JSONDecodeError:
