@@ -3,7 +3,9 @@ tokenizer's vocabulary, and the parser for that format.
 
 - `hermes`: Qwen / Hermes `<tool_call>{json}</tool_call>` (farm/chat/tool_calls.py; the shipped tokenizer);
 - `mistral`: `[TOOL_CALLS]` (farm/chat/family_tool_calls.py parse_mistral);
-- `deepseek`: `<|tool_calls_begin|>...`, full-width (farm/chat/family_tool_calls.py parse_deepseek).
+- `deepseek`: `<|tool_calls_begin|>...`, full-width (farm/chat/family_tool_calls.py parse_deepseek);
+- `llama`, `kimi`, `glm`: Llama 3's header turns, Kimi K2's and GLM-4.5's role tokens, read by the
+  parsers named in `PARSER_OF` (farm/chat/tool_parsers.py).
 
 Every family's answer may open with a `<think>` block (Qwen3, DeepSeek-R1, Magistral), parsed into
 `reasoning` the same way.
