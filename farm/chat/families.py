@@ -30,8 +30,13 @@ Family = Literal["hermes", "mistral", "deepseek", "llama", "kimi", "glm"]
 GLM-4.5's role tokens."""
 FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek", "llama", "kimi", "glm")
 
-CALL_MARKERS: dict[Family, str] = {"hermes": TOOL_CALL_OPEN, "mistral": MISTRAL_CALLS, "deepseek": DS_BEGIN}
-"""The text that opens a family's tool calls; those of mistral and deepseek are single special tokens."""
+CALL_MARKERS: dict[Family, str] = {
+    "hermes": TOOL_CALL_OPEN,
+    "mistral": MISTRAL_CALLS,
+    "deepseek": DS_BEGIN,
+    "glm": TOOL_CALL_OPEN,
+}
+"""The text that opens a family's tool calls, a single token of the family's vocabulary."""
 _MARKERS: tuple[tuple[str, Family], ...] = (
     (MISTRAL_CALLS, "mistral"),
     (DS_BEGIN, "deepseek"),
