@@ -26,7 +26,6 @@ class TokenConversation:
         self.prompt_ids: list[int] = tokenizer.apply_chat_template(
             messages, tools=tools or None, add_generation_prompt=True
         )
-        self._turn_ends = tokenizer.turn_end_ids()
         self.response_ids: list[int] = []
         self.loss_mask: list[int] = []
         self.logprobs: list[float] = []
@@ -50,10 +49,9 @@ class TokenConversation:
 
     def add_messages(self, new: list[dict[str, Any]]) -> None:
         """Append tool results / user feedback and the next generation prompt, masked."""
-        if not self.response_ids or self.response_ids[-1] not in self._turn_ends:
-            # A turn cut by max_tokens has no end-of-turn token; close it as the template would.
-            self._append_masked([self.tokenizer.eos_token_id])
-        self._append_masked(self.tokenizer.continuation_ids(new, self.tools or None))
+        # A turn cut by max_tokens is closed as the template would close it (ChatTokenizer.ids_after_turn).
+        last = self.response_ids[-1] if self.response_ids else None
+        self._append_masked(self.tokenizer.ids_after_turn(last, new, self.tools or None))
         self.messages.extend(new)
 
     def _append_masked(self, ids: list[int]) -> None:

@@ -61,7 +61,7 @@ def _tool_responses(body: str) -> list[str] | None:
 
 def _message(role: str, body: str, parsed: ParsedConversation, parser: str | None) -> dict[str, Any]:
     if role == "system" and not parsed.messages and "<tools>\n" in body:
-        parsed.tools = _tools(body)
+        parsed.tools = read_tools(body)
         if TOOLS_HEADER in body:
             system = body.partition(TOOLS_HEADER)[0]
         else:  # Qwen: the tools section opens the system turn, after any system text and a blank line
@@ -85,7 +85,7 @@ def _message(role: str, body: str, parsed: ParsedConversation, parser: str | Non
 _XML_TOOL = re.compile(r"<function>\n<name>([^<]*)</name>")
 
 
-def _tools(section: str) -> list[dict[str, Any]]:
+def read_tools(section: str) -> list[dict[str, Any]]:
     inside = section.partition("<tools>\n")[2].partition("</tools>")[0]
     if inside.startswith("<function>"):  # Qwen3-Coder lists its tools as XML: the names are what is read
         return [{"type": "function", "function": {"name": name}} for name in _XML_TOOL.findall(inside)]

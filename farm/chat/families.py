@@ -3,7 +3,9 @@ tokenizer's vocabulary, and the parser for that format.
 
 - `hermes`: Qwen / Hermes `<tool_call>{json}</tool_call>` (farm/chat/tool_calls.py; the shipped tokenizer);
 - `mistral`: `[TOOL_CALLS]` (farm/chat/family_tool_calls.py parse_mistral);
-- `deepseek`: `<|tool_calls_begin|>...`, full-width (farm/chat/family_tool_calls.py parse_deepseek).
+- `deepseek`: `<|tool_calls_begin|>...`, full-width (farm/chat/family_tool_calls.py parse_deepseek);
+- `llama`, `kimi`, `glm`: Llama 3's header turns, Kimi K2's and GLM-4.5's role tokens, read by the
+  parsers named in `PARSER_OF` (farm/chat/tool_parsers.py).
 
 Every family's answer may open with a `<think>` block (Qwen3, DeepSeek-R1, Magistral), parsed into
 `reasoning` the same way.
@@ -23,17 +25,24 @@ from farm.chat.tool_calls import (
     split_reasoning,
 )
 
-Family = Literal["hermes", "mistral", "deepseek", "llama", "kimi"]
-"""The prompt layout (farm/chat/prompts.py): ChatML, Mistral's, DeepSeek's, Llama 3's header turns, Kimi's."""
-FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek", "llama", "kimi")
+Family = Literal["hermes", "mistral", "deepseek", "llama", "kimi", "glm"]
+"""The prompt layout (farm/chat/prompts.py): ChatML, Mistral's, DeepSeek's, Llama 3's header turns, Kimi's,
+GLM-4.5's role tokens."""
+FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek", "llama", "kimi", "glm")
 
-CALL_MARKERS: dict[Family, str] = {"hermes": TOOL_CALL_OPEN, "mistral": MISTRAL_CALLS, "deepseek": DS_BEGIN}
-"""The text that opens a family's tool calls; those of mistral and deepseek are single special tokens."""
+CALL_MARKERS: dict[Family, str] = {
+    "hermes": TOOL_CALL_OPEN,
+    "mistral": MISTRAL_CALLS,
+    "deepseek": DS_BEGIN,
+    "glm": TOOL_CALL_OPEN,
+}
+"""The text that opens a family's tool calls, a single token of the family's vocabulary."""
 _MARKERS: tuple[tuple[str, Family], ...] = (
     (MISTRAL_CALLS, "mistral"),
     (DS_BEGIN, "deepseek"),
     ("<|start_header_id|>", "llama"),
     ("<|im_middle|>", "kimi"),
+    ("<|observation|>", "glm"),
 )
 """A special token only that family's vocabulary has, checked in order; none of them means hermes."""
 
@@ -55,6 +64,7 @@ PARSER_OF: dict[Family, str] = {
     "deepseek": "deepseek_v3",
     "llama": "llama3_json",
     "kimi": "kimi_k2",
+    "glm": "glm45",
 }
 """The tool-call parser a family's vocabulary implies when nothing else says (farm/chat/tool_parsers.py)."""
 

@@ -1,7 +1,8 @@
 """Tool calls in the formats of model families other than Hermes (`<tool_call>`, see tool_calls.py).
 
 - Mistral: `[TOOL_CALLS]` then a JSON list of {"name", "arguments"} (tokenizer v3-v7), or
-  `[TOOL_CALLS]name[ARGS]{json}` repeated (v11+), as mistral-common encodes them.
+  `[TOOL_CALLS]name[CALL_ID]id[ARGS]{json}` repeated (v11; v13 writes no `[CALL_ID]id`), as
+  mistral-common encodes them (mistral_common/tokens/tokenizers/instruct.py InstructTokenizerV11/V13).
 - DeepSeek V3/R1: `<|tool_calls_begin|>` then per call `<|tool_call_begin|>function<|tool_sep|>NAME`
   and the arguments in a ```json fence, closed by `<|tool_call_end|>`, then `<|tool_calls_end|>`,
   where the real tokens use U+FF5C for `|` and U+2581 for `_` (see `ds_token`); the format of
@@ -17,7 +18,7 @@ from typing import Any
 
 from farm.chat.tool_calls import ToolCall
 
-MISTRAL_CALLS, MISTRAL_ARGS = "[TOOL_CALLS]", "[ARGS]"
+MISTRAL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 
 
 def ds_token(name: str) -> str:
@@ -65,7 +66,9 @@ def parse_mistral(text: str) -> tuple[str, list[ToolCall], list[str]]:
             if not has_args:
                 errors.append(f"tool call {number}: no {MISTRAL_ARGS}")
             elif args is not None:
-                calls.append(ToolCall(name=name.strip(), arguments=args))
+                name, _, call_id = name.partition(MISTRAL_CALL_ID)
+                given = {"id": call_id.strip()} if call_id.strip() else {}
+                calls.append(ToolCall(name=name.strip(), arguments=args, **given))
         return head, calls, errors
     try:
         items = json.loads(rest.strip())

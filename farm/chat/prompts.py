@@ -17,9 +17,16 @@ with `parse_prompt`. Hermes prompts are ChatML (farm/chat/chatml.py). The other 
   starts `## Return of functions.NAME:N`.
 - DeepSeek V3.1 (deepseek-ai/DeepSeek-V3.1's template): the V3 layout, with `<think></think>` after
   `<|Assistant|>` and results as bare `<|tool_output_begin|>...<|tool_output_end|>`.
+- GLM-4.5 / 4.6 (zai-org/GLM-4.6's template): `[gMASK]<sop>`, then turns opened by `<|system|>`,
+  `<|user|>`, `<|assistant|>` and closed by nothing but the next one; the tools as JSON lines inside
+  `<tools>` in the first system turn; results after `<|observation|>` as
+  `\n<tool_response>\nTEXT\n</tool_response>` blocks. The generation prompt is a bare `<|assistant|>`.
 - Mistral (mistral-common's InstructTokenizerV3, mistral_common/tokens/tokenizers/instruct.py):
   `<s>`, `[AVAILABLE_TOOLS]json[/AVAILABLE_TOOLS]` before the last user turn, `[INST]text[/INST]`,
   the answer then `</s>`, tool results as `[TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]`.
+  From v7 on the system prompt is `[SYSTEM_PROMPT]text[/SYSTEM_PROMPT]` and a result is
+  `[TOOL_RESULTS]id[TOOL_CONTENT]text[/TOOL_RESULTS]`; v13 writes it as `[TOOL_RESULTS]text[/TOOL_RESULTS]`
+  and lists the tools before the first user turn.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import json
 import re
 from typing import Any
 
-from farm.chat.chatml import ParsedConversation, parse_chatml
+from farm.chat.chatml import ParsedConversation, parse_chatml, read_tools
 from farm.chat.families import Family, parse_family
 from farm.chat.family_tool_calls import ds_token
 from farm.chat.tool_parsers import parse_with
@@ -41,6 +48,8 @@ M_BOS, M_EOS = "<s>", "</s>"
 M_INST = ("[INST]", "[/INST]")
 M_TOOLS = ("[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]")
 M_RESULTS = ("[TOOL_RESULTS]", "[/TOOL_RESULTS]")
+M_SYSTEM = ("[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]")
+M_CONTENT = "[TOOL_CONTENT]"
 _DS_TOOL_NAME = re.compile(r"^### (\S+)$", re.MULTILINE)
 
 
@@ -54,11 +63,16 @@ def parse_prompt(family: Family, text: str, parser: str | None = None) -> Parsed
         return parse_llama_prompt(text, parser or "llama3_json")
     if family == "kimi":
         return parse_kimi_prompt(text, parser or "kimi_k2")
+    if family == "glm":
+        return parse_glm_prompt(text, parser or "glm45")
     return parse_chatml(text, parser)
 
 
-def _assistant(family: Family, body: str, eos: str, parser: str | None = None) -> dict[str, Any]:
-    answer = parse_with(parser, body, eos) if parser else parse_family(family, body, eos)
+def _assistant(
+    family: Family, body: str, eos: str, parser: str | None = None, tools: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """`tools` type the arguments of formats that write them as text (GLM's, Qwen3-Coder's)."""
+    answer = parse_with(parser, body, eos, tools) if parser else parse_family(family, body, eos)
     message: dict[str, Any] = {"role": "assistant", "content": answer.content}
     if answer.tool_calls:
         message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
@@ -130,7 +144,10 @@ def parse_mistral_prompt(text: str, parser: str | None = None) -> ParsedConversa
     parsed = ParsedConversation()
     rest = text.removeprefix(M_BOS)
     while rest:
-        if rest.startswith(M_TOOLS[0]):
+        if rest.startswith(M_SYSTEM[0]):
+            system, _, rest = _until(rest[len(M_SYSTEM[0]) :], M_SYSTEM[1])
+            parsed.messages.append({"role": "system", "content": system})
+        elif rest.startswith(M_TOOLS[0]):
             section, _, rest = _until(rest[len(M_TOOLS[0]) :], M_TOOLS[1])
             parsed.tools = _json_list(section)
         elif rest.startswith(M_INST[0]):
@@ -148,7 +165,7 @@ def parse_mistral_prompt(text: str, parser: str | None = None) -> ParsedConversa
 
 
 def _answer_unless_marker(parsed: ParsedConversation, rest: str, parser: str | None = None) -> str:
-    if rest.startswith((M_TOOLS[0], M_INST[0], M_RESULTS[0])):
+    if rest.startswith((M_SYSTEM[0], M_TOOLS[0], M_INST[0], M_RESULTS[0])):
         return rest
     return _open_answer(parsed, rest, M_EOS, "mistral", parser)
 
@@ -162,7 +179,10 @@ def _json_list(section: str) -> list[dict[str, Any]]:
 
 
 def _tool_result(raw: str) -> str:
-    """The `content` of mistral-common's result object (it JSON-decodes content that is JSON)."""
+    """The `content` of mistral-common's result object (it JSON-decodes content that is JSON), or from v7
+    on the text after the call id."""
+    if M_CONTENT in raw:
+        return raw.partition(M_CONTENT)[2]
     try:
         payload = json.loads(raw)
     except json.JSONDecodeError:
@@ -255,4 +275,29 @@ def parse_kimi_prompt(text: str, parser: str) -> ParsedConversation:
             parsed.messages.append(_assistant("kimi", body, "", parser))
         else:
             parsed.messages.append({"role": kind, "content": body})
+    return parsed
+
+
+G_TURNS = re.compile(r"(<\|system\|>|<\|user\|>|<\|assistant\|>|<\|observation\|>)")
+G_RESPONSE = ("\n<tool_response>\n", "\n</tool_response>")
+_G_TOOLS = "\n# Tools\n\n"
+
+
+def parse_glm_prompt(text: str, parser: str) -> ParsedConversation:
+    parsed = ParsedConversation()
+    parts = G_TURNS.split(text)
+    turns = list(zip(parts[1::2], parts[2::2], strict=True))
+    for number, (opener, body) in enumerate(turns, 1):
+        role = opener[2:-2]
+        if role == "assistant" and number == len(turns):  # nothing opened after it: the generation turn
+            parsed.open_role, parsed.open_text = "assistant", body
+        elif role == "system" and not parsed.messages and body.startswith(_G_TOOLS):
+            parsed.tools = read_tools(body)
+        elif role == "observation":
+            for block in body.split(G_RESPONSE[0])[1:]:
+                parsed.messages.append({"role": "tool", "content": block.partition(G_RESPONSE[1])[0]})
+        elif role == "assistant":
+            parsed.messages.append(_assistant("glm", body, "", parser, parsed.tools))
+        else:
+            parsed.messages.append({"role": role, "content": body.removeprefix("\n")})
     return parsed

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from farm.chat.chatml import ParsedConversation
@@ -60,10 +61,17 @@ class ChatTokenizer:
     a job, its backend or FARM_TOOL_CALL_PARSER may name another."""
     end_tokens: tuple[str, ...] = ()
     """Texts of tokens other than `eot_token` that end an assistant turn (Llama's `<|eom_id|>`, which
-    ends a turn that waits for a tool's result)."""
+    ends a turn that waits for a tool's result; GLM's next-role tokens, see `closers`)."""
+    closers: dict[str, str] = {}
+    """For a template that closes no assistant turn with a token of its own (GLM-4.5/4.6: the turn ends
+    where `<|user|>` or `<|observation|>` opens the next message), the token that opens the message of
+    each role after it ("user", "tool"); empty for templates whose turns end with `eot_token`. The
+    servers stop on those tokens (they are GLM's generation_config eos ids) and keep the one sampled in
+    the turn's ids, so the farm appends the next message without it."""
     source: str | None = None
     """The FARM_TOKENIZER value it was loaded from (None: the shipped one, or built in code); traces
     record it so a viewer can decode them with the same tokenizer."""
+    _turn_end_ids: frozenset[int] | None = None
     hf: Any
     """The Hugging Face tokenizer, or for other backends a view with the part of its API callers read
     (all_special_tokens, convert_ids_to_tokens, decode, batch_decode, len, pad_token_id)."""
@@ -120,14 +128,16 @@ class ChatTokenizer:
         give the argument types of formats that write arguments as text (Qwen3-Coder, GLM)."""
         return parse_with(parser or self.tool_parser, text, self.eot_token, tools, self.end_tokens)
 
-    def turn_end_ids(self) -> set[int]:
-        """Ids of the tokens that end an assistant turn."""
-        ids = {self.eos_token_id}
-        for text in self.end_tokens:
-            encoded = self.encode(text)
-            if len(encoded) == 1:
-                ids.add(encoded[0])
-        return ids
+    def turn_end_ids(self) -> frozenset[int]:
+        """Ids of the tokens that end an assistant turn (what the servers stop on: the model's eos ids)."""
+        if self._turn_end_ids is None:
+            ids = {self.eos_token_id}
+            for text in self.end_tokens:
+                encoded = self.encode(text)
+                if len(encoded) == 1:
+                    ids.add(encoded[0])
+            self._turn_end_ids = frozenset(ids)
+        return self._turn_end_ids
 
     def parse_prompt(self, text: str) -> ParsedConversation:
         """A rendered conversation read back into messages (farm/chat/prompts.py)."""
@@ -146,6 +156,9 @@ class ChatTokenizer:
         anchor = [{"role": "user", "content": "."}]
         opening = self.render(anchor, add_generation_prompt=True)
         full = self.render([*anchor, {**message, "role": "assistant"}])
+        if self.closers:  # the model ends the turn with the token that opens what it expects next
+            closer = self.closers.get("tool" if message.get("tool_calls") else "user")
+            return full[len(opening) :] + (closer or next(iter(self.closers.values())))
         end = full.rindex(self.eot_token) + len(self.eot_token)
         return full[len(opening) : end]
 
@@ -168,8 +181,13 @@ class ChatTokenizer:
         template puts after the base's last eot token is the continuation (as veRL and SkyRL do), the
         same whatever came before.
         """
-        base_turns = self.render(CONTINUATION_BASE, tools).count(self.eot_token)
         after = self.render([*CONTINUATION_BASE, *new_messages], tools, add_generation_prompt)
+        if self.closers:  # the continuation opens with the next role's token (see `ids_after_turn`)
+            base = self.render(CONTINUATION_BASE, tools)
+            if not after.startswith(base):
+                raise ValueError("the chat template rewrites the turns of the conversation it is given")
+            return self.encode(after[len(base) :])
+        base_turns = self.render(CONTINUATION_BASE, tools).count(self.eot_token)
         # The base itself may render differently once it is not the end of the conversation (Qwen3
         # drops the empty reasoning block of a non-final assistant turn): cut after its last eot token,
         # wherever that falls, rather than after its text.
@@ -179,6 +197,23 @@ class ChatTokenizer:
             if cut < 0:
                 raise ValueError("the chat template drops turns of the conversation it is given")
         return self.encode(after[cut + len(self.eot_token) :])
+
+    def ids_after_turn(
+        self,
+        last_id: int | None,
+        new_messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[int]:
+        """The masked ids the farm appends after a sampled turn whose last id is `last_id` (None: no
+        turn sampled yet) for `new_messages` and the next generation prompt. A turn cut by max_tokens
+        is closed as the template closes it: with the end-of-turn token, or for a template of
+        `closers` with the next message's opening token, which a turn that sampled it does not repeat
+        (a turn that sampled another closer keeps it, and the next message opens as rendered)."""
+        continuation = self.continuation_ids(new_messages, tools)
+        if self.closers:
+            return continuation[1:] if continuation and last_id == continuation[0] else continuation
+        closed = last_id is not None and last_id in self.turn_end_ids()
+        return ([] if closed else [self.eos_token_id]) + continuation
 
 
 class HFChatTokenizer(ChatTokenizer):
@@ -199,7 +234,27 @@ class HFChatTokenizer(ChatTokenizer):
         self._lock = threading.Lock()
         self.family = detect_family(self._is_single_token)
         self.tool_parser = guess_parser(self._is_single_token, self.chat_template)
-        self.end_tokens = tuple(t for t in EOM_TOKENS if t != self.eot_token and self._is_single_token(t))
+        self.closers = self._next_role_closers()
+        ends = [t for t in EOM_TOKENS if t != self.eot_token and self._is_single_token(t)]
+        self.end_tokens = tuple(dict.fromkeys([*ends, *self.closers.values()]))
+
+    def _next_role_closers(self) -> dict[str, str]:
+        """`closers`, read from the template: when a closed assistant turn renders no `eot_token`, the
+        special token each next message (a user turn, a tool result) opens with."""
+        anchor = [{"role": "user", "content": "."}, {"role": "assistant", "content": "."}]
+        closed = self.render(anchor)
+        if self.eot_token in closed[len(self.render(anchor[:1], add_generation_prompt=True)) :]:
+            return {}
+        out: dict[str, str] = {}
+        for role in ("user", "tool"):
+            try:
+                text = self.render([*anchor, {"role": role, "content": "."}])
+            except TemplateError:  # a template may refuse a tool result without its call
+                continue
+            ids = self.encode(text[len(closed) :]) if text.startswith(closed) else []
+            if ids and self.is_special(ids[0]):
+                out[role] = self.decode(ids[:1])
+        return out
 
     def _is_single_token(self, text: str) -> bool:
         return len(self.hf.encode(text, add_special_tokens=False)) == 1

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -247,9 +248,43 @@ def _sglang_sampling(params: dict[str, Any], max_tokens: int) -> SamplingRequest
 
 
 def _chat_prompt(tokenizer: ChatTokenizer, body: ChatCompletionRequest) -> list[int]:
+    messages = _arguments_as_objects(body.messages)
     if body.continue_final_message:
         # Continue the last (assistant) message: render it closed, then cut the end-of-turn off.
-        text = tokenizer.render(body.messages, body.tools, add_generation_prompt=False)
+        text = tokenizer.render(messages, body.tools, add_generation_prompt=False)
         cut = text.rfind(tokenizer.eot_token)
         return tokenizer.encode(text[:cut] if cut >= 0 else text)
-    return tokenizer.apply_chat_template(body.messages, body.tools, body.add_generation_prompt)
+    return tokenizer.apply_chat_template(messages, body.tools, body.add_generation_prompt)
+
+
+def _arguments_as_objects(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Assistant tool calls' arguments as objects, as vLLM hands them to the chat template (its
+    _postprocess_messages, vllm/entrypoints/chat_utils.py @001eadcf: OpenAI clients send them as JSON
+    text, and templates such as GLM's refuse text): JSON text becomes its value, anything else
+    not an object or list becomes {}; an empty list of calls is dropped."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message.get("role") != "assistant" or not isinstance(calls, list):
+            out.append(message)
+            continue
+        fixed = {k: v for k, v in message.items() if k != "tool_calls"}
+        if calls:
+            fixed["tool_calls"] = [_call_with_object_arguments(call) for call in calls]
+        out.append(fixed)
+    return out
+
+
+def _call_with_object_arguments(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return call
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            arguments = {}
+    elif not isinstance(arguments, (dict, list)):
+        arguments = {}
+    return {**call, "function": {**function, "arguments": arguments}}

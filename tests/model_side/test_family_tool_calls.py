@@ -18,6 +18,17 @@ def test_mistral_json_list() -> None:
     assert [(c.name, c.arguments) for c in calls] == [("python", {"code": "1"})]
 
 
+def test_mistral_v11_call_id_is_the_calls_id_not_part_of_its_name() -> None:
+    # mistral-common's InstructTokenizerV11 writes [TOOL_CALLS]name[CALL_ID]id[ARGS]{json}; v13 drops the id
+    text = '[TOOL_CALLS]python[CALL_ID]a1B2c3D4e[ARGS]{"code": "1"}[TOOL_CALLS]bash[ARGS]{"command": "ls"}'
+    _, calls, errors = parse_mistral(text)
+    assert errors == [] and [(c.name, c.arguments) for c in calls] == [
+        ("python", {"code": "1"}),
+        ("bash", {"command": "ls"}),
+    ]
+    assert calls[0].id == "a1B2c3D4e" and calls[1].id != "a1B2c3D4e"
+
+
 def test_mistral_v11_args_form_and_bad_json() -> None:
     _, calls, errors = parse_mistral('[TOOL_CALLS]a[ARGS]{"x": 1}[TOOL_CALLS]b[ARGS]{oops')
     assert [(c.name, c.arguments) for c in calls] == [("a", {"x": 1})]

@@ -11,12 +11,20 @@ SOURCES.md there) over a vocabulary a package ships.
   `deepseek_v31`.
 - `kimi-k2`: Qwen3's vocabulary with Kimi K2's control tokens added (Kimi's own tiktoken vocabulary is in
   no package) under moonshotai/Kimi-K2-Instruct's template; parser `kimi_k2`.
+- `glm-4.6`: Qwen3's vocabulary with GLM-4.5/4.6's control tokens added and `<|endoftext|>` as its eos
+  (as GLM's tokenizer_config has it; GLM's own vocabulary is in no package) under zai-org/GLM-4.6's
+  template; parser `glm45`. Its turns end with the next role's token (`closers`).
+
+And `mistral_tekken`: mistral-common's own request encoding of tokenizer versions v11 and v13 (the
+`[TOOL_CALLS]name[ARGS]{json}` layout of Mistral Small 3.x, Devstral, Magistral) over the Tekken
+vocabulary it ships, for which it ships no such version; parser `mistral`.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import json
 from pathlib import Path
 
 from tokenizers import AddedToken
@@ -30,12 +38,14 @@ FAMILY_TEMPLATES = {
     "qwen3-coder": "Qwen3-Coder.jinja",
     "deepseek-v3.1": "deepseek-ai-DeepSeek-V3.1.jinja",
     "kimi-k2": "moonshotai-Kimi-K2.jinja",
+    "glm-4.6": "zai-org-GLM-4.6.jinja",
 }
 PARSERS = {
     "llama3.1": "llama3_json",
     "qwen3-coder": "qwen3_coder",
     "deepseek-v3.1": "deepseek_v31",
     "kimi-k2": "kimi_k2",
+    "glm-4.6": "glm45",
 }
 KIMI_TOKENS = [
     "<|im_user|>",
@@ -48,6 +58,53 @@ KIMI_TOKENS = [
     "<|tool_call_argument_begin|>",
     "<|tool_call_end|>",
 ]
+
+GLM_TOKENS = [
+    "[MASK]",
+    "[gMASK]",
+    "[sMASK]",
+    "<sop>",
+    "<eop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "/nothink",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+]
+"""GLM-4.5's added tokens that Qwen3's vocabulary lacks (the list llama.cpp preserves for GLM-4.5,
+ochafik/llama.cpp common/chat-syntax/glm-4-5.cpp @5f789099; `<think>`, `<tool_call>` and
+`<tool_response>` and their closings Qwen3 has)."""
+
+
+MISTRAL_V11_TOKENS = ["[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]"]
+"""The control tokens v11+ encoders look up that mistral-common's default Tekken list (its 20
+DEPRECATED_SPECIAL_TOKENS, ranks 0-19) lacks: placed at the first free ranks, 20-23 (a stand-in: the
+models' own files number them otherwise; no id is read from here)."""
+
+
+def mistral_tekken(version: str, root: Path) -> str:
+    """`mistral:<file>` for mistral-common's shipped Tekken vocabulary (tekken_240718.json, the v3
+    Mistral-Nemo one) declared as tokenizer `version` with the special tokens v11+ files must list."""
+    import mistral_common
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    out = root / f"tekken_240718-{version}.json"
+    if not out.is_file():
+        data = json.loads((Path(mistral_common.__file__).parent / "data" / "tekken_240718.json").read_text())
+        known = [str(t["token_str"]) for t in Tekkenizer.DEPRECATED_SPECIAL_TOKENS]
+        named = [*known, *MISTRAL_V11_TOKENS]
+        count = int(data["config"]["default_num_special_tokens"])
+        data["special_tokens"] = [
+            {"rank": r, "token_str": named[r] if r < len(named) else f"<SPECIAL_{r}>", "is_control": True}
+            for r in range(count)
+        ]
+        data["config"]["version"] = version
+        out.write_text(json.dumps(data))
+    return f"mistral:{out}"
 
 
 def _package(module: str) -> Path:
@@ -90,6 +147,9 @@ def _vocabulary(family: str) -> PreTrainedTokenizerFast:
     )
     if family == "kimi-k2":
         qwen.add_special_tokens({"additional_special_tokens": KIMI_TOKENS})  # type: ignore[dict-item]
+    if family == "glm-4.6":
+        qwen.add_special_tokens({"additional_special_tokens": GLM_TOKENS})  # type: ignore[dict-item]
+        qwen.eos_token = "<|endoftext|>"
     return qwen
 
 

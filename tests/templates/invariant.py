@@ -55,7 +55,13 @@ def assert_invariant(trace: Trace, tokenizer: ChatTokenizer) -> None:
         ], (tokenizer.family, tokenizer.decode(ids[start:end]))
         masked_end = next((e for m, s, e in segments if m == 0 and s == end), end)
         expected: list[int] = []
-        if after:  # a turn cut by max_tokens is closed with the end-of-turn token first
-            expected = [] if ids[end - 1] == tokenizer.eos_token_id else [tokenizer.eos_token_id]
-            expected += tokenizer.continuation_ids(after, tools)
+        if after:  # a turn cut by max_tokens is closed with the end-of-turn token first (or, for a
+            # template closed by the next role's token, that token unless the turn sampled it)
+            if tokenizer.closers:
+                continuation = tokenizer.continuation_ids(after, tools)
+                sampled_opener = continuation[:1] == ids[end - 1 : end]
+                expected = continuation[1:] if sampled_opener else continuation
+            else:
+                expected = [] if ids[end - 1] in tokenizer.turn_end_ids() else [tokenizer.eos_token_id]
+                expected += tokenizer.continuation_ids(after, tools)
         assert ids[end:masked_end] == expected, tokenizer.decode(ids[end:masked_end])

@@ -1,4 +1,5 @@
-"""The reference LLM serving a Mistral tokenizer (mistral-common's encoding) or a DeepSeek-layout template:
+"""The reference LLM serving a Mistral tokenizer (mistral-common's encoding), a DeepSeek-layout template or
+GLM-4.6's (whose turns end with the next role's token):
 an OpenAI-SDK tool conversation gets its tool call back as OpenAI `tool_calls`, parsed from the family's
 own format, and the answer after the tool result; /tokenize names the family's tokens. This is the path
 the gateway records harness sessions through."""
@@ -15,6 +16,7 @@ from openai import OpenAI
 from farm.chat.families import CALL_MARKERS
 from farm.chat.tokenizer import ChatTokenizer
 from tests.model_side.conftest import ServerProcess
+from tests.templates.families import family_tokenizer_dir
 from tests.templates.variants import tokenizer_dir
 
 pytestmark = pytest.mark.slow
@@ -22,11 +24,15 @@ CODE = {"type": "object", "properties": {"code": {"type": "string"}}}
 PYTHON_TOOL = {"type": "function", "function": {"name": "python", "parameters": CODE}}
 
 
-@pytest.fixture(scope="module", params=["mistral:v3-tekken", "deepseek/arguments re-serialized"])
+@pytest.fixture(
+    scope="module", params=["mistral:v3-tekken", "deepseek/arguments re-serialized", "family:glm-4.6"]
+)
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
     source: str = request.param
     if source.startswith("mistral:"):
         tokenizer = source
+    elif source.startswith("family:"):  # GLM: the turn's closing <|observation|> / <|user|> is stripped
+        tokenizer = str(family_tokenizer_dir(source.removeprefix("family:"), tmp_path_factory.mktemp("tok")))
     else:
         vocabulary, rewrite = source.split("/")
         tokenizer = str(tokenizer_dir(vocabulary, rewrite, tmp_path_factory.mktemp("tok")))

