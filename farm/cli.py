@@ -14,13 +14,26 @@ import click
 from farm.gateway.cli import gateway
 from farm.identity import mask_url
 from farm.llm.cli import llm
-from farm.report.cli import report
 from farm.settings import Settings, get_settings
 
 
 class FarmGroup(click.Group):
     """Every error of a subcommand is one line `farm <command>: <what went wrong>` and exit code 1;
     `--debug` shows the traceback instead."""
+
+    LAZY = {"report": "farm.report.cli"}
+    """Subcommands imported only when named: the report pulls numpy and the result models, a quarter
+    second of CPU that every other `farm` command (each API, worker-side and test start) would pay."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            import importlib
+
+            self.add_command(getattr(importlib.import_module(self.LAZY[cmd_name]), cmd_name))
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -246,7 +259,6 @@ def demo(
 
 main.add_command(llm)
 main.add_command(gateway)
-main.add_command(report)
 
 if __name__ == "__main__":
     main()
