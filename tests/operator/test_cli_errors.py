@@ -40,7 +40,7 @@ def assert_one_line(result: subprocess.CompletedProcess[str], line: str) -> None
 
 @dataclass
 class Ports:
-    """Ports held by a listening socket for the module, and a Redis URL with a password that nothing serves."""
+    """Ports held by listening sockets for the module, and a Redis URL with a password nothing serves."""
 
     stack: ExitStack
     dead_redis_url: str
