@@ -9,12 +9,12 @@ writes the rollouts finished so far and exits 130.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,12 @@ INTERRUPTED = 130
 
 
 def math_problems() -> list[dict[str, Any]]:
-    text = files("handlers.math").joinpath("problems.jsonl").read_text()
+    # Found without importing `handlers` (whose __init__ imports every handler: a second of CPU, paid
+    # before `farm demo` could even say that its port is taken); the demo process runs no handler.
+    spec = importlib.util.find_spec("handlers")
+    if spec is None or not spec.submodule_search_locations:
+        raise FarmStartError("the handlers package is not installed")
+    text = (Path(spec.submodule_search_locations[0]) / "math" / "problems.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 from hypothesis import settings
 
 from farm.embedded_redis import EmbeddedRedis
+from farm.launcher import LocalFarm
 
 # CI replays the same examples every run (a failure there is reproducible, never a new random draw);
 # local runs keep exploring new inputs.
@@ -45,6 +48,19 @@ def redis_server() -> Iterator[EmbeddedRedis]:
     server = EmbeddedRedis().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def api_farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
+    """The real API (uvicorn, its own process, as `farm up` starts it) on the session's Redis, with no
+    workers and no token: one process for every folder whose tests only talk to the API's door."""
+    logs = Path(tempfile.mkdtemp(prefix="farm-api-test-"))
+    env = {"FARM_WORKDIR": str(logs / "work"), "FARM_API_TOKEN": ""}
+    local = LocalFarm(redis_url=redis_server.url, workers=[], llm_policy=None, env=env, log_dir=logs).start(
+        60
+    )
+    yield local
+    local.stop()
 
 
 @pytest.fixture

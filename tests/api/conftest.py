@@ -20,13 +20,6 @@ def _start(redis_server: EmbeddedRedis, **env: str) -> LocalFarm:
     return LocalFarm(redis_url=redis_server.url, workers=[], llm_policy=None, env=env, log_dir=logs).start(30)
 
 
-@pytest.fixture(scope="session")
-def api_farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
-    local = _start(redis_server)
-    yield local
-    local.stop()
-
-
 @pytest.fixture
 def api(api_farm: LocalFarm) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=api_farm.api_url, timeout=30) as client:

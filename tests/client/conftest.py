@@ -50,7 +50,7 @@ def _serve(token: str | None) -> Iterator[str]:
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
 
     try:
-        wait_until(healthy, 20, interval_s=0.05, ignore=(httpx.TransportError,), what="the stand-in farm")
+        wait_until(healthy, 120, interval_s=0.05, ignore=(httpx.TransportError,), what="the stand-in farm")
     except AssertionError:
         proc.kill()
         raise

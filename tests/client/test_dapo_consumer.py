@@ -96,8 +96,17 @@ def test_carry_over_feeds_the_next_call(farm_url: str) -> None:
         assert second.stats.submitted < first.stats.submitted
 
 
+def stale_then_fast() -> Iterator[dict[str, Any]]:
+    """Prompt 0 finishes at once; the prompts the first call can open besides it (1-2 at the start, 3 when
+    a slot of prompt 0 frees) run far past the test, so they are still running, never done, when the
+    version moves on; every later prompt is fast. (With 0.3 s for all of them, a loaded host finished
+    the carried jobs before they were counted or cancelled.)"""
+    for instance in prompts(rewards=[0.0, 1.0]):
+        yield {**instance, "duration_s": 60.0 if instance["i"] in (1, 2, 3) else 0.02}
+
+
 def test_stale_carried_work_is_cancelled(farm_url: str) -> None:
-    with consumer(farm_url, first_fast(0.3), concurrency=12, max_staleness=1) as dapo:
+    with consumer(farm_url, stale_then_fast(), concurrency=12, max_staleness=1) as dapo:
         dapo.next_batch(1, policy_version=0, timeout_s=20)
         stale = dapo.book.in_flight
         assert len(stale) >= 8

@@ -147,12 +147,3 @@ def test_a_farm_through_an_outage_logs_once_per_process_and_its_workers_stop_in_
             proc.wait(timeout=30)
         took = time.monotonic() - started
         assert took < 5.5, f"workers took {took:.1f} s to stop"
-
-
-def test_cancel_without_a_selector_is_a_422_naming_them(api_alone: tuple[str, EmbeddedRedis, Path]) -> None:
-    """(Beside the outage tests for their API process: a documented input rule, over HTTP.)"""
-    url, _, _ = api_alone
-    answer = httpx.post(f"{url}/cancel", json={}, timeout=30)
-    assert answer.status_code == 422, answer.text
-    assert "job_id, task_id, group_id, older_than_policy_version" in answer.text
-    assert httpx.post(f"{url}/cancel", json={"job_id": "nope"}, timeout=30).status_code == 404  # no such job

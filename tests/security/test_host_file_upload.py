@@ -89,7 +89,7 @@ def wait_result(api: httpx.Client, task_id: str) -> JobResult:
         answer: dict[str, Any] = api.get(f"/rollout/task/{task_id}").json()
         return answer if answer.get("state") == "completed" else None
 
-    answer = wait_until(completed, 150, interval_s=0.5, what="the task")
+    answer = wait_until(completed, 150, interval_s=0.05, what="the task")
     return JobResult.model_validate(answer["sessions"][0]["result"])
 
 

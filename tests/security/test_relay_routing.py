@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import socket
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +17,6 @@ import pytest
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
-from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm
 from handlers.harness.gateway_access import RELAY_PORT, session_access
 
@@ -81,15 +78,10 @@ def request_bytes(method: str, target: str, body: bytes = b'{"reward": 1.0}') ->
 
 
 @pytest.fixture(scope="module")
-def farm_api(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
-    """The real API process (uvicorn as `farm up` starts it), no token: the default."""
-    logs = Path(tempfile.mkdtemp(prefix="farm-relay-attack-"))
-    env = {"FARM_WORKDIR": str(logs / "work"), "FARM_API_TOKEN": ""}
-    local = LocalFarm(redis_url=redis_server.url, workers=[], llm_policy=None, env=env, log_dir=logs).start(
-        60
-    )
-    yield local
-    local.stop()
+def farm_api(api_farm: LocalFarm) -> LocalFarm:
+    """The real API process (uvicorn as `farm up` starts it), no token: the default (the session's own,
+    tests/conftest.py)."""
+    return api_farm
 
 
 @pytest.fixture(scope="module")

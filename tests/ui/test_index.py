@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -81,15 +80,3 @@ def test_filter_reward_bounds(state: str | None, reward: float | None, floor: fl
     flt = JobFilter(state=state, min_reward=floor)
     expected = state in (None, "done") and (floor is None or (reward is not None and reward >= floor))
     assert flt.matches(row) is expected
-
-
-def test_live_data_and_group_pages_read_through_the_store(api: httpx.Client) -> None:
-    """The live snapshot (farm/status.py plus the index's recent rows) and a group page, over HTTP."""
-    submitted = api.post("/process", json={"instance": {"handler": "noop"}, "metadata": {"group_id": "g-ui"}})
-    assert submitted.status_code == 200, submitted.text
-    live = api.get("/ui/api/live").json()
-    assert {"queues", "jobs", "stages", "failures"} <= live.keys()
-    assert live["failures"]["window"] >= 1
-    group = api.get("/ui/groups/g-ui")
-    assert group.status_code == 200 and "g-ui" in group.text
-    assert api.get("/ui/groups/never-a-group").status_code == 200
