@@ -92,11 +92,14 @@ def nice_step(span: float, count: int = TICKS) -> float:
 
 def axis(lo: float, hi: float, count: int = TICKS) -> tuple[float, float, list[float]]:
     """(start, end, ticks): round bounds enclosing [lo, hi] and the round values between them. A span too
-    small to divide (flat data, or differences lost to rounding) becomes one unit wide."""
+    small to divide (flat data, or differences lost to rounding) becomes one unit, the data at its foot."""
     if not hi - lo > 1e-9 * max(1.0, abs(lo), abs(hi)):
-        lo, hi = (lo - 1.0, hi) if lo > 0 or hi > 0 else (lo, hi + 1.0)
+        hi = lo + 1.0
     step = nice_step(hi - lo, count)
+    # the tolerance keeps float noise (0.30000000000000004 / 0.1) from adding a tick; the guards keep
+    # the data inside whatever the rounding did
     start, end = math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
+    start, end = start - step if start > lo else start, end + step if end < hi else end
     n = round((end - start) / step)
     return start, end, [start + i * step for i in range(n + 1)]
 
