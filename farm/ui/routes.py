@@ -28,6 +28,7 @@ from farm.ui.trajectory import (
     fold,
     job_view,
     load_result,
+    message_text,
     pending_view,
     trace_tokens,
 )
@@ -35,7 +36,11 @@ from farm.web.state import SharedState, shared_state
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
+# Every template is HTML, but named *.html.j2, which Jinja's default (by extension) does not escape:
+# tool output and model text from a job would be the page's markup (a sandbox printing <script>).
+templates.env.autoescape = True
 templates.env.filters["fold"] = fold
+templates.env.filters["message_text"] = message_text
 templates.env.globals.update(
     OPEN_TOKEN_VIEWS=OPEN_TOKEN_VIEWS,
     LONG_LINES=LONG_LINES,

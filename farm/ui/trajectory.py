@@ -38,6 +38,19 @@ class Folded(BaseModel):
     rest_chars: int
 
 
+def message_text(content: Any) -> str:
+    """A message's content as the page shows it: a string as is, content parts by their text (a part
+    without text as JSON), anything else as JSON. Plain text: the template escapes it once."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"] if isinstance(part, dict) and isinstance(part.get("text"), str) else json.dumps(part)
+            for part in content
+        )
+    return json.dumps(content)
+
+
 def fold(text: str) -> Folded:
     """`head + rest == text`; a text within LONG_LINES and LONG_CHARS is all head."""
     lines = text.count("\n") + 1

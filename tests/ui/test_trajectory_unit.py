@@ -60,3 +60,25 @@ def test_fold_of_a_long_tool_result_shows_its_first_lines() -> None:
     assert folded.head == "".join(f"line {i}\n" for i in range(PREVIEW_LINES))
     assert folded.rest_lines == 150 - PREVIEW_LINES
     assert fold("x" * (LONG_CHARS + 1)).head == "x" * PREVIEW_CHARS  # one long line: cut at the char limit
+
+
+def test_message_text_and_folded_parts_are_escaped_once() -> None:
+    """Tool output is text: markup in it is shown, not run, and not escaped twice, folded or not."""
+    from farm.models.results import JobResult, JobState, Trajectory
+    from farm.ui.routes import templates
+    from farm.ui.trajectory import job_view, message_text
+
+    assert message_text([{"type": "text", "text": "a"}, {"type": "image"}]) == 'a{"type": "image"}'
+    assert message_text({"k": 1}) == '{"k": 1}' and message_text("<b>") == "<b>"
+    evil = "<script>alert(1)</script> & <b>x</b>"
+    long_evil = "\n".join([evil] * (LONG_LINES + 5))
+    parts = [{"type": "text", "text": long_evil}]
+    messages = [{"role": "tool", "content": evil}, {"role": "tool", "content": parts}]
+    trace = Trace(prompt_ids=[1], response_ids=[2], loss_mask=[1], response_logprobs=[-0.1])
+    trace.response_messages = messages
+    result = JobResult(job_id="j", state=JobState.done, handler="math", trajectory=Trajectory(traces=[trace]))
+    html = templates.env.get_template("job.html.j2").render(job=job_view(result), active="job")
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;x&lt;/b&gt;"
+    assert "<script>alert" not in html and "&amp;lt;" not in html
+    assert html.count(escaped) == 1 + LONG_LINES + 5
+    assert "folded: show them" in html
