@@ -16,12 +16,46 @@ from farm.ui.auth import require_ui_page, require_ui_token
 from farm.ui.groups import group_view
 from farm.ui.index import JobFilter, JobPage, job_page
 from farm.ui.live import live_snapshot
-from farm.ui.runs import list_runs, run_view, runs_dir
-from farm.ui.trajectory import TraceTokens, decoder, job_view, load_result, pending_view, trace_tokens
+from farm.ui.runs import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH, list_runs, run_view, runs_dir
+from farm.ui.trajectory import (
+    LONG_CHARS,
+    LONG_LINES,
+    LONG_TOKENS,
+    OPEN_TOKEN_VIEWS,
+    PREVIEW_TOKENS,
+    TraceTokens,
+    decoder,
+    fold,
+    job_view,
+    load_result,
+    message_text,
+    pending_view,
+    trace_tokens,
+)
 from farm.web.state import SharedState, shared_state
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
+# Every template is HTML, but named *.html.j2, which Jinja's default (by extension) does not escape:
+# tool output and model text from a job would be the page's markup (a sandbox printing <script>).
+templates.env.autoescape = True
+templates.env.filters["fold"] = fold
+templates.env.filters["message_text"] = message_text
+templates.env.globals.update(
+    OPEN_TOKEN_VIEWS=OPEN_TOKEN_VIEWS,
+    LONG_LINES=LONG_LINES,
+    LONG_CHARS=LONG_CHARS,
+    LONG_TOKENS=LONG_TOKENS,
+    PREVIEW_TOKENS=PREVIEW_TOKENS,
+    CHART={
+        "width": WIDTH,
+        "height": HEIGHT,
+        "left": LEFT,
+        "right": WIDTH - RIGHT,
+        "top": TOP,
+        "bottom": HEIGHT - BOTTOM,
+    },
+)
 static_files = StaticFiles(directory=HERE / "static")
 
 pages = APIRouter(prefix="/ui", dependencies=[Depends(require_ui_page)], include_in_schema=False)

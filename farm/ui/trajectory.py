@@ -1,8 +1,11 @@
 """One job's trajectory for the viewer: the conversation, each trace's tokens split into loss-mask runs
 (token text decoded per token, logprob beside it), stage timeline, reward, artifacts, error, drift flags.
 
-Tokens are sent per trace on demand (`trace_tokens`) so a 30k-token job's page loads its header at once
-and the browser builds token spans only for the turn a reader opens."""
+The page opens showing the trajectory: the conversation and the first traces' tokens, unfolded. Only a
+very long part (a text over LONG_LINES lines or LONG_CHARS characters) is folded after a preview, behind
+a control that says how much it hides. Tokens are fetched per trace (`trace_tokens`) after the page
+loads, and the browser builds a turn's token spans only when it scrolls into view, so a 30k-token job's
+page still loads its header at once."""
 
 from __future__ import annotations
 
@@ -17,6 +20,52 @@ from farm.models.results import JobResult, Trace
 from farm.text import as_text
 
 STAGES = ("queued", "init", "run", "eval")
+LONG_LINES, LONG_CHARS = 60, 6000
+"""A text longer than either is folded on the page after a preview of PREVIEW_LINES / PREVIEW_CHARS."""
+PREVIEW_LINES, PREVIEW_CHARS = 20, 2000
+LONG_TOKENS, PREVIEW_TOKENS = 2000, 500
+"""A turn of more tokens than LONG_TOKENS shows its first PREVIEW_TOKENS in the token view; the rest folds."""
+OPEN_TOKEN_VIEWS = 4
+"""Traces whose token view opens with the page; later ones load when the reader unfolds them."""
+
+
+class Folded(BaseModel):
+    """A text split for the page: `head` always shown, `rest` (empty when the text is not long) folded."""
+
+    head: str
+    rest: str
+    rest_lines: int
+    rest_chars: int
+
+
+def message_text(content: Any) -> str:
+    """A message's content as the page shows it: a string as is, content parts by their text (a part
+    without text as JSON), anything else as JSON. Plain text: the template escapes it once."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"] if isinstance(part, dict) and isinstance(part.get("text"), str) else json.dumps(part)
+            for part in content
+        )
+    return json.dumps(content)
+
+
+def fold(text: str) -> Folded:
+    """`head + rest == text`; a text within LONG_LINES and LONG_CHARS is all head."""
+    lines = text.count("\n") + 1
+    if lines <= LONG_LINES and len(text) <= LONG_CHARS:
+        return Folded(head=text, rest="", rest_lines=0, rest_chars=0)
+    # the preview ends after PREVIEW_LINES lines, or at the last line end within PREVIEW_CHARS (a long
+    # line without one is cut at PREVIEW_CHARS)
+    limit, end, found = min(len(text), PREVIEW_CHARS), -1, 0
+    while found < PREVIEW_LINES and (nxt := text.find("\n", end + 1, limit)) >= 0:
+        end, found = nxt, found + 1
+    cut = end + 1 if end >= 0 else limit
+    head, rest = text[:cut], text[cut:]
+    return Folded(
+        head=head, rest=rest, rest_lines=rest.count("\n") + (not rest.endswith("\n")), rest_chars=len(rest)
+    )
 
 
 class Segment(BaseModel):

@@ -11,12 +11,15 @@ declared in [project].dependencies fails, as it would in a venv holding the base
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
+import re
 import subprocess
 import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from packaging.requirements import Requirement
@@ -165,3 +168,30 @@ def test_every_module_imports_with_the_base_dependencies_only() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     failed = json.loads(done.stdout.strip().splitlines()[-1])
     assert not failed, "\n".join(f"{module}: {error}" for module, error in failed.items())
+
+
+def _check_extras() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_extras", ROOT / "ops" / "check_extras.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fresh_venv_check_installs_every_extra_and_every_documented_combination() -> None:
+    """ops/check_extras.py (CI's "installs" step) installs each extra pyproject declares and every
+    `pip install -e '.[...]'` the README and docs show; its test lists name files that exist."""
+    check = _check_extras()
+    plan = check.steps("run.jsonl", "out")
+    assert check.covered_extras(plan) == set(extra_distributions())  # dev: made of the others
+    installs = {step.install for step in plan}
+    docs = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    documented = set(re.findall(r"pip install -e '?(\.\[[a-z,]+\])'?", docs)) | {"."}
+    for combination in documented:
+        extras = set(combination.strip(".[]").split(",")) - {""}
+        assert combination in installs or any(
+            extras <= set((s.install or "").strip(".[]").split(",")) for s in plan
+        ), f"{combination} is documented but ops/check_extras.py installs it nowhere"
+    for path in [*check.TEST_EXTRA_TESTS, *check.MODEL_TESTS]:
+        assert (ROOT / path).is_file(), path

@@ -1,5 +1,7 @@
-"""The trajectory view in a real browser against a real farm: token colors follow the loss mask, hover
-shows text and logprob, and a 50-turn / 30k-token job renders within a second."""
+"""The trajectory view in a real browser against a real farm: the page opens showing the trajectory
+(conversation and tokens unfolded, only very long parts folded behind a control that says what it
+hides), token colors follow the loss mask, hover shows text and logprob, and a 50-turn / 30k-token job
+renders within a second."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from farm import keys
 from farm.launcher import LocalFarm
+from farm.ui.trajectory import LONG_TOKENS, PREVIEW_LINES, PREVIEW_TOKENS
 from tests.integration.jobs import submit, wait_state
 from tests.ui.conftest import screenshot
 from tests.ui.seed import seed_long_job
@@ -24,7 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the CI slow step
 PROBLEM = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
 FULL_RENDER = """const d = arguments[0]; const t0 = performance.now();
 const boxes = d.querySelectorAll('.seg');
-d.traceData.segments.forEach((s, i) => traj.renderSegment(boxes[i], s));
+boxes.forEach((box) => traj.renderSegment(box, box.seg));
 document.body.offsetHeight;  // force layout
 return performance.now() - t0;"""
 SPANS = (
@@ -35,9 +39,12 @@ M0_BG = "rgb(241, 241, 241)"
 
 
 def _open_tokens(browser, index: int = 0):
+    """The trace's token view as the page opens it: unfolded and its tokens fetched with no click; a
+    turn's spans are built once it is scrolled near (below a long conversation, the reader scrolls)."""
     details = browser.find_elements(By.CSS_SELECTOR, "details.trace-tokens")[index]
-    details.find_element(By.TAG_NAME, "summary").click()
+    assert details.get_attribute("open") is not None, "the token view opens with the page"
     WebDriverWait(browser, 15).until(lambda d: details.get_attribute("data-render-ms"))
+    browser.execute_script("arguments[0].scrollIntoView();", details)
     WebDriverWait(browser, 5).until(
         lambda d: details.find_elements(By.CSS_SELECTOR, ".seg[data-rendered] span.t")
     )
@@ -86,7 +93,9 @@ def test_fifty_turn_30k_token_job_renders_within_a_second(farm: LocalFarm, brows
     ]
     stages = [d.get_attribute("data-stage") for d in browser.find_elements(By.CSS_SELECTOR, "#timeline div")]
     assert stages == ["queued", "init", "run", "eval"]
-    assert len(browser.find_elements(By.CSS_SELECTOR, "details.tool")) == 100  # 50 calls + 50 results, folded
+    # 50 calls + 50 results, each shown (short parts are never folded), the conversation open
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".conversation[open] .part.tool")) == 100
+    assert not browser.find_elements(By.CSS_SELECTOR, "details.more")
     screenshot(browser, "trajectory-header")
 
     # best of three page loads: the machine is shared, a single sample measures the neighbours' load
@@ -138,3 +147,56 @@ def test_unfinished_job_page_shows_its_state(farm: LocalFarm, api: httpx.Client,
         assert "No result yet" in browser.find_element(By.ID, "pending").text
     for job_id in backlog:
         wait_state(api, job_id, {"done", "failed"})
+
+
+def test_page_opens_showing_the_trajectory_and_folds_only_long_parts(farm: LocalFarm, browser) -> None:
+    """A job with a 150-line tool result, a 90-line artifact and turns of 2,166 tokens: everything is on
+    the page when it opens; the long parts show their start, the rest folded behind a summary that says
+    how much it hides; "Unfold everything" and "Fold long parts again" do what they say."""
+    client = redis.Redis.from_url(farm.redis_url)
+    job_id = f"long-parts-{time.time_ns()}"
+    result = seed_long_job(client, job_id, turns=3, tokens=13_000)
+    per_turn = 13_000 // 6
+    assert per_turn > LONG_TOKENS
+    long_result = "\n".join(f"line {i}: ok" for i in range(150))
+    result.trajectory.traces[0].response_messages[1]["content"] = long_result
+    result.artifacts["test_output"] = "\n".join(f"FAILED test_{i}" for i in range(90))
+    client.hset(keys.job(job_id), "result", result.model_dump_json())
+    client.close()
+
+    browser.get(f"{farm.api_url}/ui/jobs/{job_id}")
+    conversation = browser.find_element(By.CSS_SELECTOR, "details.conversation")
+    assert conversation.get_attribute("open") is not None
+    assert "thinking about turn 0" in conversation.text and "output 2" in conversation.text
+    tool = conversation.find_elements(By.CSS_SELECTOR, ".msg[data-role=tool]")[0]
+    assert f"line {PREVIEW_LINES - 1}: ok" in tool.text and "line 149: ok" not in tool.text
+    fold = tool.find_element(By.CSS_SELECTOR, "details.more")
+    summary = fold.find_element(By.TAG_NAME, "summary").text
+    expected = rf"{150 - PREVIEW_LINES} more lines \(\d+ characters\) folded: show them"
+    assert re.fullmatch(expected, summary), summary
+    assert fold.get_attribute("open") is None
+
+    details = _open_tokens(browser)
+    segs = details.find_elements(By.CSS_SELECTOR, ".seg")
+    first = details.find_element(By.CSS_SELECTOR, ".seg[data-rendered]")
+    assert len(first.find_elements(By.CSS_SELECTOR, "span.t")) == PREVIEW_TOKENS  # a long turn's start shown
+    folded_turns = details.find_elements(By.CSS_SELECTOR, "details.more")
+    assert len(folded_turns) == 6 and len(segs) == 12
+    assert folded_turns[0].find_element(By.TAG_NAME, "summary").text == (
+        f"{per_turn - PREVIEW_TOKENS} more tokens of this turn folded: show it"
+    )
+    screenshot(browser, "trajectory-open")
+
+    browser.find_element(By.ID, "unfold-all").click()
+    assert all(d.get_attribute("open") is not None for d in browser.find_elements(By.TAG_NAME, "details"))
+    assert "line 149: ok" in tool.text
+    browser.execute_script("arguments[0].scrollIntoView();", folded_turns[0])
+    WebDriverWait(browser, 5).until(
+        lambda d: folded_turns[0].find_elements(By.CSS_SELECTOR, ".seg[data-rendered] span.t")
+    )
+    spans = folded_turns[0].find_elements(By.CSS_SELECTOR, ".seg[data-rendered] span.t")
+    assert len(spans) == per_turn - PREVIEW_TOKENS
+    browser.find_element(By.ID, "fold-long").click()
+    folds = browser.find_elements(By.CSS_SELECTOR, "details.more")
+    assert folds and all(d.get_attribute("open") is None for d in folds)
+    assert details.get_attribute("open") is not None and conversation.get_attribute("open") is not None
