@@ -21,7 +21,9 @@ from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState, Trace
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+# Slow: a farm of its own for the torch policy (about 35 s). With `[test]` alone it skips; CI runs it in
+# the slow step and in the model extra's fresh venv (ops/check_extras.py).
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 pytest.importorskip("torch", reason="the tiny policy needs the model extra: pip install -e '.[model]'")
 
 ROLLOUTS = int(os.environ.get("FARM_TINY_ROLLOUTS", "50"))
