@@ -36,9 +36,13 @@ def test_live_page_shows_jobs_finishing_and_backends(farm: LocalFarm, api: httpx
     assert done >= 1
     run_card = browser.find_element(By.CSS_SELECTOR, '.card[data-stage="run"]')
     assert "done" in run_card.text
-    rows = browser.find_elements(By.CSS_SELECTOR, "#backends tbody tr")
-    assert [r.get_attribute("data-address") for r in rows] == farm.llm_urls
-    assert "healthy" in rows[0].text
+    # read in one script: the page's poll may re-render the table between two WebDriver calls
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('#backends tbody tr')]"
+        ".map(r => [r.getAttribute('data-address'), r.innerText])"
+    )
+    assert [address for address, _ in rows] == farm.llm_urls
+    assert "healthy" in rows[0][1]
     screenshot(browser, "live")
 
 
