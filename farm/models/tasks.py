@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from farm.models.requests import SamplingParams
 from farm.models.results import JobResult, JobState
 
 
@@ -65,11 +66,29 @@ class TaskRequest(BaseModel):
     priority: int = Field(0, ge=0, le=9)
     """0 (normal) to 9 (most urgent): init takes more urgent sessions first."""
 
+    @field_validator("sampling_params")
+    @classmethod
+    def _sampling_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Checked at the door as each session will check it (a 422 naming the key), not after the task
+        is claimed: an unknown key once answered 500 and left the task claimed with no session."""
+        try:
+            SamplingParams.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError("; ".join(_problem(e) for e in exc.errors())) from None
+        return value
+
     @model_validator(mode="after")
     def _has_work(self) -> TaskRequest:
         if self.instruction is None and self.instance is None:
             raise ValueError("give `instruction` or `instance`")
         return self
+
+
+def _problem(error: Any) -> str:
+    """One of SamplingParams' errors, named under sampling_params (its key checks name themselves)."""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    where = ".".join(map(str, error["loc"]))
+    return f"sampling_params.{where}: {message}" if where else message
 
 
 class SubmitResponse(BaseModel):

@@ -77,3 +77,15 @@ def test_submission_is_idempotent_and_every_session_exists(api: httpx.Client) ->
     assert api.post("/rollout/task/submit", json=task).json() == first
     status = api.get("/rollout/task/t-idem-16").json()
     assert status["state"] == "running" and len(status["sessions"]) == 16
+
+
+def test_bad_sampling_params_are_a_422_before_the_task_is_claimed(api: httpx.Client) -> None:
+    """Found by the schema fuzzer: an unknown sampling key answered 500 after the task id was claimed."""
+    task = {"task_id": "t-bad-sampling", "instruction": "x", "agent": {"handler": "noop"}}
+    refused = api.post("/rollout/task/submit", json={**task, "sampling_params": {"x": {}, "temperature": 1}})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"][0]["loc"] == ["body", "sampling_params"]
+    assert "sampling_params.x: not a sampling parameter" in refused.json()["detail"][0]["msg"]
+    # nothing was claimed: the same task id, corrected, runs
+    accepted = api.post("/rollout/task/submit", json={**task, "sampling_params": {"top_k": 5}})
+    assert accepted.status_code == 200 and accepted.json()["session_ids"] == ["t-bad-sampling~0"]
