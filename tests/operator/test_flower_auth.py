@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -15,7 +14,7 @@ import pytest
 
 from farm.embedded_redis import free_port
 from farm.launcher import LocalFarm, WorkerSpec
-from tests.waiting import wait_until
+from tests.waiting import WaitTimeout, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -48,18 +47,28 @@ def test_flower_with_basic_auth_shows_stage_tasks_with_name_args_and_times(tmp_p
             )
             assert httpx.get(f"{base}/api/workers", timeout=5).status_code == 401
             assert httpx.get(f"{base}/", auth=auth, timeout=5).status_code == 200
-            time.sleep(3)  # not a condition: Flower's enable_events broadcast reaches the workers
-            job = httpx.post(
-                f"{farm.api_url}/process", json={"instance": {"handler": "noop"}, "wait": True}, timeout=60
-            ).json()
-            job_id = job["job_id"]
 
-            def stage_tasks() -> list[dict[str, object]]:
+            # Flower asks the workers for task events every 5 s from its start (its periodic
+            # enable_events), so a job run before the first ask is not seen: jobs until one is.
+            def a_job_seen() -> list[dict[str, object]]:
+                job_id = httpx.post(
+                    f"{farm.api_url}/process",
+                    json={"instance": {"handler": "noop"}, "wait": True},
+                    timeout=60,
+                ).json()["job_id"]
+                try:
+                    return wait_until(
+                        lambda: stage_tasks(job_id), 3, accept=lambda t: len(t) >= 3, what="the job's tasks"
+                    )
+                except WaitTimeout:
+                    return []
+
+            def stage_tasks(job_id: str) -> list[dict[str, object]]:
                 tasks = httpx.get(f"{base}/api/tasks", auth=auth, timeout=5).json()
                 return [t for t in tasks.values() if job_id in str(t.get("args"))]
 
             seen = wait_until(
-                stage_tasks, 30, accept=lambda t: len(t) >= 3, what="the job's three stage tasks in Flower"
+                a_job_seen, 60, accept=lambda t: len(t) >= 3, what="a job's three stage tasks in Flower"
             )
             for task in seen:
                 assert task["name"] in ("farm.init", "farm.run", "farm.eval"), task
