@@ -161,8 +161,7 @@ class LocalFarm:
         down (`--fd`, farm/web/serving.py), so no other process can take the port before it serves."""
         sock = bind_listening(*listen) if listen else None
         try:
-            fd_args = ["--fd", str(sock.fileno())] if sock else []
-            return self._spawn_child(name, argv, fd_args, listen, env or {})
+            return self._spawn_child(name, argv, sock, listen, env or {})
         finally:
             if sock is not None:
                 sock.close()  # the child holds its own copy
@@ -171,7 +170,7 @@ class LocalFarm:
         self,
         name: str,
         argv: list[str],
-        fd_args: list[str],
+        sock: socket.socket | None,
         listen: tuple[str, int] | None,
         env: dict[str, str],
     ) -> subprocess.Popen[bytes]:
@@ -182,13 +181,14 @@ class LocalFarm:
         if logs is not None:
             logs.mkdir(parents=True, exist_ok=True)
             out = open(logs / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
+        fds = [sock.fileno()] if sock else []
         proc = spawn(  # dies with this process, even SIGKILLed (farm/children.py)
-            [*argv, *fd_args],
+            [*argv, *(["--fd", str(fds[0])] if fds else [])],
             env=self.child_env(**env),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            pass_fds=[int(fd_args[1])] if fd_args else [],
+            pass_fds=fds,
         )
         self._children = [(n, p) for n, p in self._children if n != name] + [(name, proc)]
         self._commands[name] = (argv, env)

@@ -89,13 +89,19 @@ def _stop_ownerless(runtime: Runtime, handles: list[SandboxHandle]) -> int:
         # a pid names a process of this node only (another node's sandbox is its own sweep's)
         if owner is None or handle.node != host or owner_alive(owner):
             continue
-        log.warning("stopping sandbox %s of the warm pool of a process that is gone (%s)", handle.id, owner)
-        try:
-            runtime.teardown(handle)
-            stopped += 1
-        except Exception:
-            log.exception("could not stop pooled sandbox %s", handle.id)
+        stopped += _stop(runtime, handle, f"of the warm pool of a process that is gone ({owner})")
     return stopped
+
+
+def _stop(runtime: Runtime, handle: SandboxHandle, why: str) -> bool:
+    """Stops one sandbox the sweep found; one log line either way."""
+    log.warning("stopping sandbox %s %s", handle.id, why)
+    try:
+        runtime.teardown(handle)
+    except Exception:
+        log.exception("could not stop sandbox %s", handle.id)
+        return False
+    return True
 
 
 def sweep_due(store: JobStore) -> bool:
@@ -122,10 +128,5 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
         fields = dict(zip(_ORPHAN_FIELDS, row, strict=True))
         if not is_orphan(handle, fields, time.time()):
             continue
-        log.warning("stopping orphaned sandbox %s of job %s", handle.id, handle.labels["job_id"])
-        try:
-            runtime.teardown(handle)
-            stopped += 1
-        except Exception:
-            log.exception("could not stop orphaned sandbox %s", handle.id)
+        stopped += _stop(runtime, handle, f"(orphaned) of job {handle.labels['job_id']}")
     return stopped

@@ -110,22 +110,23 @@ def _warm_families(workers: list[dict[str, Any]]) -> list[Family]:
             totals.setdefault(w.get("node", ""), Counter()).update(pool)
     nodes = sorted(totals)
     return [
-        _family(GaugeMetricFamily, "farm_warm_sandboxes",
-                "Pooled sandboxes ready to be claimed per node (warm pool)", "node",
-                ((n, totals[n]["ready"]) for n in nodes)),
-        _family(GaugeMetricFamily, "farm_warm_starting",
-                "Sandboxes being started for the warm pool per node", "node",
-                ((n, totals[n]["starting"]) for n in nodes)),
-        _family(CounterMetricFamily, "farm_warm_claims",
-                "Sandbox starts served from the warm pool per node", "node",
-                ((n, totals[n]["hits"]) for n in nodes)),
-        _family(CounterMetricFamily, "farm_warm_misses",
-                "Sandbox starts the warm pool could not serve (started cold) per node", "node",
-                ((n, totals[n]["misses"]) for n in nodes)),
-        _family(CounterMetricFamily, "farm_warm_expired",
-                "Pooled sandboxes stopped unclaimed after the idle bound per node", "node",
-                ((n, totals[n]["expired"]) for n in nodes)),
-    ]  # fmt: skip
+        _family(kind, name, doc, "node", ((n, totals[n][count]) for n in nodes))
+        for kind, name, doc, count in _WARM_METRICS
+    ]
+
+
+_WARM_METRICS: list[tuple[type[Family], str, str, str]] = [
+    (GaugeMetricFamily, "farm_warm_sandboxes",
+     "Pooled sandboxes ready to be claimed per node (warm pool)", "ready"),
+    (GaugeMetricFamily, "farm_warm_starting",
+     "Sandboxes being started for the warm pool per node", "starting"),
+    (CounterMetricFamily, "farm_warm_claims", "Sandbox starts served from the warm pool per node", "hits"),
+    (CounterMetricFamily, "farm_warm_misses",
+     "Sandbox starts the warm pool could not serve (started cold) per node", "misses"),
+    (CounterMetricFamily, "farm_warm_expired",
+     "Pooled sandboxes stopped unclaimed after the idle bound per node", "expired"),
+]  # fmt: skip
+"""(kind, name, help, the pool's count it reports) of each warm-pool family."""
 
 
 @router.get("/metrics", response_class=Response)
