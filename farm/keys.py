@@ -53,6 +53,7 @@ Service:
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -180,28 +181,21 @@ class Layout:
         )
 
 
-def active(tag: str) -> str:
-    return f"farm:{{{tag}}}:active"
+def _bucket_index(name: str) -> Callable[[str], str]:
+    """The key of one of a bucket's job indexes, given the bucket's tag."""
+
+    def key(tag: str) -> str:
+        return f"farm:{{{tag}}}:{name}"
+
+    return key
 
 
-def by_state(tag: str) -> str:
-    return f"farm:{{{tag}}}:by_state"
-
-
-def leases(tag: str) -> str:
-    return f"farm:{{{tag}}}:leases"
-
-
-def revoked(tag: str) -> str:
-    return f"farm:{{{tag}}}:revoked"
-
-
-def job_stats(tag: str) -> str:
-    return f"farm:{{{tag}}}:stats"
-
-
-def callbacks(tag: str) -> str:
-    return f"farm:{{{tag}}}:callbacks"
+active = _bucket_index("active")
+by_state = _bucket_index("by_state")
+leases = _bucket_index("leases")
+revoked = _bucket_index("revoked")
+job_stats = _bucket_index("stats")
+callbacks = _bucket_index("callbacks")
 
 
 _layout: Layout | None = None
@@ -227,21 +221,17 @@ def job(job_id: str) -> str:
     return layout().job(job_id)
 
 
-def task(task_id: str) -> str:
-    return f"farm:{{tasks}}:task:{task_id}"
+def _named(prefix: str) -> Callable[[str], str]:
+    """The key of one thing of a kind: `prefix`, then the thing's name (task id, node, host, ...)."""
+
+    def key(name: str) -> str:
+        return prefix + name
+
+    return key
 
 
-def sticky(key: str) -> str:
-    return f"farm:{{backends}}:sticky:{key}"
-
-
-def ready(node: str) -> str:
-    return f"farm:ready:{node}"
-
-
-def draining(hostname: str) -> str:
-    return f"farm:draining:{hostname}"
-
-
-def orphan_sweep(host: str) -> str:
-    return f"farm:orphan_sweep:{host}"
+task = _named("farm:{tasks}:task:")
+sticky = _named("farm:{backends}:sticky:")
+ready = _named("farm:ready:")
+draining = _named("farm:draining:")
+orphan_sweep = _named("farm:orphan_sweep:")
