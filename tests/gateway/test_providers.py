@@ -16,7 +16,14 @@ from pydantic import TypeAdapter
 
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall, Usage
-from farm.gateway.providers import PROVIDERS, detect_provider
+from farm.gateway.providers import (
+    ANTHROPIC,
+    GOOGLE,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    PROVIDERS,
+    detect_provider,
+)
 from farm.gateway.providers import anthropic_messages as anth
 from farm.gateway.providers import google_genai as goog
 from farm.gateway.providers import openai_chat as chat
@@ -73,7 +80,7 @@ def test_openai_chat_response_and_stream(completion: ChatCompletion) -> None:
     assert [
         (c.id, c.function.name, c.function.arguments) for c in parsed.choices[0].message.tool_calls or []
     ] == [(c.id, c.name, c.arguments) for c in completion.tool_calls]
-    events = _sse(chat.render_stream(completion, REQUEST))
+    events = _sse(PROVIDERS[OPENAI_CHAT].render_stream(completion, REQUEST))
     assert events[-1] == (None, "[DONE]")
     chunks = [openai.types.chat.ChatCompletionChunk.model_validate(d) for _, d in events[:-1]]
     content = "".join(ch.delta.content or "" for c in chunks for ch in c.choices)
@@ -101,7 +108,7 @@ def test_anthropic_response_and_stream(completion: ChatCompletion) -> None:
     uses = [b for b in message.content if b.type == "tool_use"]
     assert [b.input for b in uses] == [json.loads(c.arguments) for c in completion.tool_calls]
     adapter: TypeAdapter[Any] = TypeAdapter(anthropic.types.RawMessageStreamEvent)
-    events = _sse(anth.render_stream(completion, REQUEST))
+    events = _sse(PROVIDERS[ANTHROPIC].render_stream(completion, REQUEST))
     assert [e for e, _ in events][:2] == ["message_start", "ping"]
     assert [e for e, _ in events][-2:] == ["message_delta", "message_stop"]
     blocks: dict[int, dict[str, Any]] = {}
@@ -149,7 +156,7 @@ def test_responses_response_and_stream(completion: ChatCompletion, custom: bool)
     assert response.status == ("incomplete" if completion.finish_reason == "length" else "completed")
     assert response.output_text == (completion.content or "")
     adapter: TypeAdapter[Any] = TypeAdapter(openai.types.responses.ResponseStreamEvent)
-    events = _sse(resp.render_stream(completion, request))
+    events = _sse(PROVIDERS[OPENAI_RESPONSES].render_stream(completion, request))
     assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
     for name, data in events:
         assert adapter.validate_python(data).type == name
@@ -176,7 +183,7 @@ def test_google_response_and_stream(completion: ChatCompletion) -> None:
     ]
     chunks = [
         types.GenerateContentResponse.model_validate(d)
-        for _, d in _sse(goog.render_stream(completion, REQUEST))
+        for _, d in _sse(PROVIDERS[GOOGLE].render_stream(completion, REQUEST))
     ]
     text = "".join(p.text or "" for c in chunks for p in c.candidates[0].content.parts or [] if not p.thought)
     assert text == (completion.content or "")

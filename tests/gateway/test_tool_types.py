@@ -12,7 +12,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from farm.gateway.normalized import ChatCompletion, ToolCall
-from farm.gateway.providers import RequestError
+from farm.gateway.providers import OPENAI_RESPONSES, PROVIDERS, RequestError
 from farm.gateway.providers import anthropic_messages as anth
 from farm.gateway.providers import google_genai as goog
 from farm.gateway.providers import openai_chat as chat
@@ -94,7 +94,7 @@ def test_responses_native_and_namespaced_calls_answer_in_their_own_items() -> No
     assert items[3].operation.type == "delete_file" and items[3].operation.path == "a.py"
     events = [
         STREAM_EVENT.validate_json(frame.split("data: ", 1)[1])
-        for frame in resp.render_stream(completion, request)
+        for frame in PROVIDERS[OPENAI_RESPONSES].render_stream(completion, request)
     ]
     done = [e.item for e in events if e.type == "response.output_item.done"]
     assert [i.type for i in done] == [i.type for i in items]

@@ -14,7 +14,7 @@ ANTHROPIC = "anthropic"
 GOOGLE = "google"
 
 PROVIDERS: dict[str, Provider] = {
-    name: Provider(name, m.parse_request, m.render_response, m.render_stream, m.render_error, m.StreamEncoder)
+    name: Provider(name, m.parse_request, m.render_response, m.render_error, m.StreamEncoder)
     for name, m in (
         (OPENAI_CHAT, openai_chat),
         (OPENAI_RESPONSES, openai_responses),

@@ -46,8 +46,10 @@ class Provider:
     parse_request: Callable[[dict[str, Any], str | None], ChatRequest]
     """(body, model from the path or None) -> normalised request."""
     render_response: Callable[[ChatCompletion, ChatRequest], dict[str, Any]]
-    render_stream: Callable[[ChatCompletion, ChatRequest], list[str]]
-    """The full SSE byte stream, as text frames, synthesised from one finished completion."""
     render_error: Callable[[GatewayError], dict[str, Any]]
     stream_encoder: Callable[[ChatCompletion, ChatRequest], StreamEncoder]
     """(head: the completion's id, model, created and prompt usage so far, request) -> encoder."""
+
+    def render_stream(self, completion: ChatCompletion, request: ChatRequest) -> list[str]:
+        """The full SSE byte stream, as text frames, synthesised from one finished completion."""
+        return synthesize(self.stream_encoder(completion, request), completion)

@@ -9,7 +9,7 @@ from typing import Any
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
 from farm.gateway.providers import tool_types
-from farm.gateway.providers.base import RequestError, synthesize
+from farm.gateway.providers.base import RequestError
 from farm.gateway.sse import sse_data
 
 
@@ -302,10 +302,6 @@ class StreamEncoder:
         if self.sse:
             return [sse_data(render_error(error), _CRLF)]
         return [("[" if self.sent == 0 else ",") + json.dumps(render_error(error)) + "]"]
-
-
-def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
-    return synthesize(StreamEncoder(completion, request), completion)
 
 
 _STATUS = {

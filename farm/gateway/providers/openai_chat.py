@@ -8,7 +8,7 @@ from typing import Any
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.normalized import SAMPLING_KEYS, ChatCompletion, ChatRequest, ToolCall, text_chunks
 from farm.gateway.providers import tool_types
-from farm.gateway.providers.base import RequestError, synthesize
+from farm.gateway.providers.base import RequestError
 from farm.gateway.sse import sse_data
 
 _ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
@@ -176,10 +176,6 @@ class StreamEncoder:
 
     def error(self, error: GatewayError) -> list[str]:
         return [sse_data(render_error(error))]
-
-
-def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
-    return synthesize(StreamEncoder(completion, request), completion)
 
 
 _TYPES = {

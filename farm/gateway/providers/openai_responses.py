@@ -9,7 +9,7 @@ from typing import Any
 from farm.gateway.errors import GatewayError
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall, text_chunks
 from farm.gateway.providers import openai_chat, tool_types
-from farm.gateway.providers.base import RequestError, synthesize
+from farm.gateway.providers.base import RequestError
 from farm.gateway.sse import sse_event
 
 
@@ -610,10 +610,6 @@ class StreamEncoder:
     def error(self, error: GatewayError) -> list[str]:
         body = render_error(error)["error"]
         return [self._emit("error", code=body["code"], message=body["message"], param=body["param"])]
-
-
-def render_stream(completion: ChatCompletion, request: ChatRequest) -> list[str]:
-    return synthesize(StreamEncoder(completion, request), completion)
 
 
 def render_error(error: GatewayError) -> dict[str, Any]:
