@@ -11,8 +11,8 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -89,11 +89,18 @@ class ExportResponse(BaseModel):
     also in every trace's metadata when there are any."""
 
 
-async def _session(runtime: GatewayRuntime, session_id: str) -> SessionInfo:
+@contextmanager
+def _known(session_id: str) -> Iterator[None]:
+    """A management route's answer to a session id the store does not hold: 404."""
     try:
-        return await runtime.store.get(session_id)
+        yield
     except SessionNotFound:
         raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
+
+
+async def _session(runtime: GatewayRuntime, session_id: str) -> SessionInfo:
+    with _known(session_id):
+        return await runtime.store.get(session_id)
 
 
 @router.post("/sessions", dependencies=management, responses=errors(401))
@@ -133,10 +140,8 @@ async def set_reward(
 
 @router.post("/sessions/{session_id}/end", dependencies=management, responses=errors(401))
 async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, int]:
-    try:
+    with _known(session_id):
         count = await runtime.store.end(session_id)
-    except SessionNotFound:
-        raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
     await runtime.backends.release(session_id)
     return {"completion_count": count}
 
@@ -145,10 +150,8 @@ async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_run
 async def list_completions(
     session_id: str, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> list[CompletionRecord]:
-    try:
+    with _known(session_id):
         return await runtime.store.completions(session_id)
-    except SessionNotFound:
-        raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
 
 
 @router.post("/sessions/{session_id}/export", dependencies=management, responses=errors(401))
