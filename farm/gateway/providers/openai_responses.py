@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from farm.gateway.errors import GatewayError
@@ -402,6 +403,35 @@ def _call_item(completion_id: str, index: int, call: ToolCall, request: ChatRequ
     }
 
 
+@dataclass(frozen=True)
+class _TextItem:
+    """How a streamed text item (a message, or reasoning) names its parts and their events."""
+
+    parts: str
+    part_index: str
+    text_events: str
+    part_events: str
+    text_extra: dict[str, Any] = field(default_factory=dict)
+    """Fields the text events carry besides the text."""
+
+
+_TEXT_ITEMS = {
+    "message": _TextItem(
+        "content", "content_index", "response.output_text", "response.content_part", {"logprobs": []}
+    ),
+    "reasoning": _TextItem(
+        "summary", "summary_index", "response.reasoning_summary_text", "response.reasoning_summary_part"
+    ),
+}
+
+
+_STREAMED_CALL_FIELDS = {
+    "function_call": ("arguments", "response.function_call_arguments", ("name",)),
+    "custom_tool_call": ("input", "response.custom_tool_call_input", ()),
+}
+"""Call items whose text field streams in deltas: (field, event prefix, fields its .done also carries)."""
+
+
 class StreamEncoder:
     """The response.* event sequence: reasoning and message items grow as text arrives; calls go whole."""
 
@@ -431,53 +461,24 @@ class StreamEncoder:
         if item is None:
             return []
         index, item_id = len(self.items) - 1, item["id"]
-        if item["type"] == "message":
-            part = item["content"][0]
-            text = part["text"]
-            frames = [
-                self._emit(
-                    "response.output_text.done",
-                    item_id=item_id,
-                    output_index=index,
-                    content_index=0,
-                    text=text,
-                    logprobs=[],
-                ),
-                self._emit(
-                    "response.content_part.done",
-                    item_id=item_id,
-                    output_index=index,
-                    content_index=0,
-                    part=part,
-                ),
-            ]
-        else:
-            part = item["summary"][0]
-            frames = [
-                self._emit(
-                    "response.reasoning_summary_text.done",
-                    item_id=item_id,
-                    output_index=index,
-                    summary_index=0,
-                    text=part["text"],
-                ),
-                self._emit(
-                    "response.reasoning_summary_part.done",
-                    item_id=item_id,
-                    output_index=index,
-                    summary_index=0,
-                    part=part,
-                ),
-            ]
-        return [*frames, self._emit("response.output_item.done", output_index=index, item=item)]
+        kind = _TEXT_ITEMS[item["type"]]
+        part = item[kind.parts][0]
+        at = {"item_id": item_id, "output_index": index, kind.part_index: 0}
+        return [
+            self._emit(f"{kind.text_events}.done", **at, text=part["text"], **kind.text_extra),
+            self._emit(f"{kind.part_events}.done", **at, part=part),
+            self._emit("response.output_item.done", output_index=index, item=item),
+        ]
 
     def _open(self, kind: str) -> list[str]:
         frames = self._close()
         index = len(self.items)
         suffix = f"_{index}" if any(i["type"] == kind for i in self.items) else ""
+        text_item = _TEXT_ITEMS[kind]
+        item: dict[str, Any]
         if kind == "message":
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            item: dict[str, Any] = {
+            item = {
                 "id": f"msg_{self.head.id}{suffix}",
                 "type": "message",
                 "role": "assistant",
@@ -485,34 +486,20 @@ class StreamEncoder:
                 "content": [part],
             }
             shown = {**item, "status": "in_progress", "content": []}
-            frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
-            frames.append(
-                self._emit(
-                    "response.content_part.added",
-                    item_id=item["id"],
-                    output_index=index,
-                    content_index=0,
-                    part=dict(part),
-                )
-            )
         else:
-            item = {
-                "id": f"rs_{self.head.id}{suffix}",
-                "type": "reasoning",
-                "summary": [{"type": "summary_text", "text": ""}],
-            }
-            frames.append(
-                self._emit("response.output_item.added", output_index=index, item={**item, "summary": []})
+            part = {"type": "summary_text", "text": ""}
+            item = {"id": f"rs_{self.head.id}{suffix}", "type": "reasoning", "summary": [part]}
+            shown = {**item, "summary": []}
+        frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
+        frames.append(
+            self._emit(
+                f"{text_item.part_events}.added",
+                item_id=item["id"],
+                output_index=index,
+                **{text_item.part_index: 0},
+                part=dict(part),
             )
-            frames.append(
-                self._emit(
-                    "response.reasoning_summary_part.added",
-                    item_id=item["id"],
-                    output_index=index,
-                    summary_index=0,
-                    part={"type": "summary_text", "text": ""},
-                )
-            )
+        )
         self.items.append(item)
         self.open = item
         return frames
@@ -521,30 +508,10 @@ class StreamEncoder:
         wanted = "reasoning" if kind == "reasoning" else "message"
         frames = [] if self.open is not None and self.open["type"] == wanted else self._open(wanted)
         item = self.items[-1]
-        index = len(self.items) - 1
-        if wanted == "message":
-            item["content"][0]["text"] += text
-            frames.append(
-                self._emit(
-                    "response.output_text.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    content_index=0,
-                    delta=text,
-                    logprobs=[],
-                )
-            )
-        else:
-            item["summary"][0]["text"] += text
-            frames.append(
-                self._emit(
-                    "response.reasoning_summary_text.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    summary_index=0,
-                    delta=text,
-                )
-            )
+        text_item = _TEXT_ITEMS[wanted]
+        item[text_item.parts][0]["text"] += text
+        at = {"item_id": item["id"], "output_index": len(self.items) - 1, text_item.part_index: 0}
+        frames.append(self._emit(f"{text_item.text_events}.delta", **at, delta=text, **text_item.text_extra))
         return frames
 
     def tool_call(self, call: ToolCall) -> list[str]:
@@ -553,51 +520,22 @@ class StreamEncoder:
         self.calls += 1
         index = len(self.items)
         self.items.append(item)
-        item_id = item["id"]
-        if item["type"] == "function_call":
-            shown = {**item, "arguments": "", "status": "in_progress"}
-            frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
-            for piece in text_chunks(item["arguments"], 256):
-                frames.append(
-                    self._emit(
-                        "response.function_call_arguments.delta",
-                        item_id=item_id,
-                        output_index=index,
-                        delta=piece,
-                    )
-                )
+        streamed = _STREAMED_CALL_FIELDS.get(item["type"])
+        if streamed is None:
             frames.append(
                 self._emit(
-                    "response.function_call_arguments.done",
-                    item_id=item_id,
-                    output_index=index,
-                    name=item["name"],
-                    arguments=item["arguments"],
+                    "response.output_item.added", output_index=index, item={**item, "status": "in_progress"}
                 )
             )
-        elif item["type"] != "custom_tool_call":
-            shown = {**item, "status": "in_progress"}
-            frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
         else:
-            shown = {**item, "input": "", "status": "in_progress"}
+            name, events, also = streamed
+            shown = {**item, name: "", "status": "in_progress"}
             frames.append(self._emit("response.output_item.added", output_index=index, item=shown))
-            for piece in text_chunks(item["input"], 256):
-                frames.append(
-                    self._emit(
-                        "response.custom_tool_call_input.delta",
-                        item_id=item_id,
-                        output_index=index,
-                        delta=piece,
-                    )
-                )
-            frames.append(
-                self._emit(
-                    "response.custom_tool_call_input.done",
-                    item_id=item_id,
-                    output_index=index,
-                    input=item["input"],
-                )
-            )
+            at = {"item_id": item["id"], "output_index": index}
+            for piece in text_chunks(item[name], 256):
+                frames.append(self._emit(f"{events}.delta", **at, delta=piece))
+            done = {key: item[key] for key in (*also, name)}
+            frames.append(self._emit(f"{events}.done", **at, **done))
         return [*frames, self._emit("response.output_item.done", output_index=index, item=item)]
 
     def finish(self, completion: ChatCompletion) -> list[str]:
