@@ -14,7 +14,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
@@ -52,3 +54,13 @@ def spawn(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, preexec_fn=preexec, **popen)
 
     return _spawner.submit(start).result()
+
+
+@contextmanager
+def stopped_on_failure(stop: Callable[[], None]) -> Iterator[None]:
+    """Calls `stop` when the block fails (then re-raises): a start that fails half-way leaves no child."""
+    try:
+        yield
+    except BaseException:
+        stop()
+        raise

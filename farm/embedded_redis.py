@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from farm.children import spawn
+from farm.children import spawn, stopped_on_failure
 
 
 def redis_server_binary() -> str:
@@ -155,11 +155,8 @@ class EmbeddedCluster:
         return [node.port for node in self.nodes]
 
     def start(self, timeout_s: float = 20.0) -> EmbeddedCluster:
-        try:
+        with stopped_on_failure(self.stop):
             self._start(timeout_s)
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def _start(self, timeout_s: float) -> None:

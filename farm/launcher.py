@@ -28,7 +28,7 @@ from typing import IO
 
 import httpx
 
-from farm.children import spawn
+from farm.children import spawn, stopped_on_failure
 from farm.embedded_redis import EmbeddedRedis, free_port, port_in_use
 from farm.identity import DEFAULT_WORKDIR, farm_id, farm_workdir, mask_url
 from farm.redis_clients import redis_answers, redis_client
@@ -201,11 +201,8 @@ class LocalFarm:
             # A second start would spawn a second API on the first one's port: it dies at its bind, and
             # whether that fails the start depended on timing (CI's family-farm "api exited with code 3").
             raise RuntimeError("the farm is already running: stop() it first")
-        try:
+        with stopped_on_failure(self.stop):
             self._start(timeout_s)
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def _start(self, timeout_s: float) -> None:
