@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from farm.chat.tokenizer import ChatTokenizer
-from farm.inference import Generation
+from farm.inference.generation import Generation
 from farm.models.results import Trace
 
 

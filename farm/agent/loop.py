@@ -21,7 +21,7 @@ from farm.chat.tool_calls import ParsedAssistant, ToolCall
 from farm.chat.tool_parsers import FORMATS, resolve_parser
 from farm.errors import JobCancelled, JobDeadlineExceeded
 from farm.handler.context import JobContext
-from farm.inference import ContextOverflow
+from farm.inference.errors import ContextOverflow
 from farm.models.results import Trace
 from farm.settings import get_settings
 

@@ -12,7 +12,9 @@ import httpx
 
 from farm.agent.versions import TurnVersions
 from farm.errors import NoBackendAvailable
-from farm.inference import BackendClient, Generation, InferenceError
+from farm.inference.backend import BackendClient
+from farm.inference.errors import InferenceError
+from farm.inference.generation import Generation
 from farm.inference.policy import Attempts, NoBackendWait, Step, Verdict, error_verdict
 from farm.pool import BackendPool
 

@@ -24,16 +24,10 @@ from farm.gateway.forwarding import Forwarder
 from farm.gateway.normalized import ChatRequest
 from farm.gateway.sessions import SessionInfo
 from farm.gateway.upstream_http import UpstreamClient
-from farm.inference import (
-    AsyncBackendClient,
-    BackendClient,
-    BackendRejected,
-    BadBackendResponse,
-    CallDeadlineExceeded,
-    Generation,
-    InferenceError,
-    wire,
-)
+from farm.inference import wire
+from farm.inference.backend import AsyncBackendClient, BackendClient
+from farm.inference.errors import BackendRejected, BadBackendResponse, CallDeadlineExceeded, InferenceError
+from farm.inference.generation import Generation
 from farm.pool import BackendPool
 from tests.api.backend_server import GOOD, MisbehavingBackend
 from tests.waiting import wait_until

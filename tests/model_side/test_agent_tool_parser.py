@@ -15,7 +15,7 @@ from farm.agent.tools import FunctionTool
 from farm.agent.versions import TurnVersions
 from farm.chat.tokenizer import ChatTokenizer
 from farm.handler.context import JobContext
-from farm.inference import Generation
+from farm.inference.generation import Generation
 from farm.jobs.spec import JobSpec
 from farm.models.results import Timings
 

@@ -12,13 +12,9 @@ from openai import OpenAI
 
 from farm.chat.tokenizer import ChatTokenizer
 from farm.chat.tool_calls import parse_assistant
-from farm.inference import (
-    AsyncBackendClient,
-    BackendClient,
-    BackendUnavailable,
-    ContextOverflow,
-    Generation,
-)
+from farm.inference.backend import AsyncBackendClient, BackendClient
+from farm.inference.errors import BackendUnavailable, ContextOverflow
+from farm.inference.generation import Generation
 from tests.model_side.conftest import ServerProcess, free_port
 
 pytestmark = pytest.mark.integration

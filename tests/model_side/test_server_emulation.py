@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from farm.chat.tokenizer import ChatTokenizer
 from farm.gateway.errors import ErrorKind
 from farm.gateway.upstream import client_error, error_message
-from farm.inference import BackendClient, BackendUnavailable, ContextOverflow, wire
-from farm.inference.errors import BackendRejected
+from farm.inference import wire
+from farm.inference.backend import BackendClient
+from farm.inference.errors import BackendRejected, BackendUnavailable, ContextOverflow
 from farm.inference.sampling_keys import SGLANG_KEYS
 from farm.llm.cli import llm
 from farm.llm.emulation import SGLANG_SAMPLING_PARAMS, ContextWindowExceeded, resolve_max_tokens

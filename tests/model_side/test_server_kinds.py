@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from farm.inference import BackendRejected, BackendUnavailable, BadBackendResponse, ContextOverflow, wire
+from farm.inference import wire
+from farm.inference.errors import BackendRejected, BackendUnavailable, BadBackendResponse, ContextOverflow
 from farm.inference.sampling_keys import (
     SET_BY_FARM,
     SGLANG_KEYS,

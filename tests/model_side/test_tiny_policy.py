@@ -8,7 +8,8 @@ import math
 import pytest
 
 from farm.chat.tokenizer import ChatTokenizer
-from farm.inference import AsyncBackendClient, BackendClient, ContextOverflow
+from farm.inference.backend import AsyncBackendClient, BackendClient
+from farm.inference.errors import ContextOverflow
 from tests.model_side.conftest import ServerProcess
 
 pytest.importorskip("torch")

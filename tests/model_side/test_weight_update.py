@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from farm.chat.tokenizer import ChatTokenizer
-from farm.inference import BackendClient
+from farm.inference.backend import BackendClient
 from tests.model_side.conftest import ServerProcess
 
 torch = pytest.importorskip("torch")

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from farm.inference import BackendRejected, BackendUnavailable, BadBackendResponse, ContextOverflow, wire
+from farm.inference import wire
+from farm.inference.errors import BackendRejected, BackendUnavailable, BadBackendResponse, ContextOverflow
 
 ids_and_logprobs = st.lists(
     st.tuples(st.integers(0, 150_000), st.floats(-50, 0, allow_nan=False)), min_size=1, max_size=30

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from farm.inference import BackendRejected, BackendUnavailable, ContextOverflow, wire
-from farm.inference.errors import InferenceError
+from farm.inference import wire
+from farm.inference.errors import BackendRejected, BackendUnavailable, ContextOverflow, InferenceError
 
 IDS = [791, 4320, 374, 220, 4103, 151645]
 LPS = [-0.11, -0.02, -0.3, -0.01, -0.7, -0.05]

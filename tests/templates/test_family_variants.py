@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
-from farm.inference import Generation
+from farm.inference.generation import Generation
 from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES
 from tests.templates.variants import family_tokenizer as load

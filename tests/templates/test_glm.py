@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
-from farm.inference import Generation
+from farm.inference.generation import Generation
 from farm.llm.sampling import SamplingRequest, StopChecker
 from tests.templates.families import family_tokenizer_dir
 from tests.templates.invariant import assert_invariant

@@ -19,7 +19,7 @@ from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
-from farm.inference import Generation
+from farm.inference.generation import Generation
 from farm.jobs.spec import JobSpec
 from farm.models import JobResult, Timings
 

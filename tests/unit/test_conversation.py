@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
-from farm.inference import Generation
+from farm.inference.generation import Generation
 
 TOOLS = [
     {
