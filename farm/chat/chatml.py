@@ -72,13 +72,7 @@ def _message(role: str, body: str, parsed: ParsedConversation, parser: str | Non
             body = body[len(TOOL_RESPONSE_OPEN) : -len(TOOL_RESPONSE_CLOSE)]
         return {"role": "tool", "content": body}
     if role == "assistant":
-        answer = _read_answer(body, parser)
-        message: dict[str, Any] = {"role": "assistant", "content": answer.content}
-        if answer.tool_calls:
-            message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
-        if answer.reasoning is not None:
-            message["reasoning_content"] = answer.reasoning
-        return message
+        return _read_answer(body, parser).message()
     return {"role": role, "content": body}
 
 

@@ -73,12 +73,7 @@ def _assistant(
 ) -> dict[str, Any]:
     """`tools` type the arguments of formats that write them as text (GLM's, Qwen3-Coder's)."""
     answer = parse_with(parser, body, eos, tools) if parser else parse_family(family, body, eos)
-    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
-    if answer.tool_calls:
-        message["tool_calls"] = [call.to_openai() for call in answer.tool_calls]
-    if answer.reasoning is not None:
-        message["reasoning_content"] = answer.reasoning
-    return message
+    return answer.message()
 
 
 def _until(text: str, end: str) -> tuple[str, bool, str]:

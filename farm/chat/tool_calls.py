@@ -45,6 +45,15 @@ class ParsedAssistant(BaseModel):
     reasoning: str | None = None
     """Text inside `<think>...</think>`, if the answer had such a block."""
 
+    def message(self) -> dict[str, Any]:
+        """The OpenAI chat assistant message this answer reads as (what a prompt parser gives back)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.reasoning is not None:
+            message["reasoning_content"] = self.reasoning
+        return message
+
 
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     """One call exactly as the shipped chat template renders it (so re-rendering reproduces the text)."""
