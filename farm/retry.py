@@ -10,6 +10,8 @@ Both back off exponentially from `first_s`, capped at `cap_s`, and re-raise the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from tenacity import (
     AsyncRetrying,
     Retrying,
@@ -18,25 +20,26 @@ from tenacity import (
     stop_after_delay,
     wait_exponential,
 )
+from tenacity.stop import StopBaseT
 
 Errors = type[BaseException] | tuple[type[BaseException], ...]
 
 
+def _backoff(errors: Errors, stop: StopBaseT, first_s: float, cap_s: float) -> dict[str, Any]:
+    """What both shapes share: the errors retried, when to stop, the backoff, the caller's error re-raised."""
+    return {
+        "retry": retry_if_exception_type(errors),
+        "stop": stop,
+        "wait": wait_exponential(multiplier=first_s, max=cap_s),
+        "reraise": True,
+    }
+
+
 def within(errors: Errors, window_s: float, first_s: float = 0.2, cap_s: float = 2.0) -> Retrying:
     """Retry `errors` with backoff until `window_s` has passed since the first attempt."""
-    return Retrying(
-        retry=retry_if_exception_type(errors),
-        stop=stop_after_delay(window_s),
-        wait=wait_exponential(multiplier=first_s, max=cap_s),
-        reraise=True,
-    )
+    return Retrying(**_backoff(errors, stop_after_delay(window_s), first_s, cap_s))
 
 
 def reconnecting(errors: Errors, attempts: int, first_s: float = 0.5, cap_s: float = 5.0) -> AsyncRetrying:
     """Retry `errors` with backoff, `attempts` times in all (async callers)."""
-    return AsyncRetrying(
-        retry=retry_if_exception_type(errors),
-        stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=first_s, max=cap_s),
-        reraise=True,
-    )
+    return AsyncRetrying(**_backoff(errors, stop_after_attempt(attempts), first_s, cap_s))
