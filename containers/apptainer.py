@@ -7,13 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from containers.errors import RuntimeUnavailable, SandboxStartError
-from containers.exec_client import wait_for_socket
-from containers.handle import SandboxHandle
-from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, sandbox_env, server_command
-from containers.layout import check_same_node, new_sandbox, pin_server_socket
-from containers.sandbox import Sandbox
-from containers.server.wire import CONTROL_DIR, SOCKET_NAME
+from containers.errors import RuntimeUnavailable
+from containers.image_runtime import ImageRuntime
+from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, server_command
+from containers.server.wire import CONTROL_DIR
 from containers.spec import SandboxSpec
 
 
@@ -49,58 +46,35 @@ def instance_stop_argv(binary: str, name: str) -> list[str]:
     return [binary, "instance", "stop", "--force", name]
 
 
-class ApptainerRuntime:
+class ApptainerRuntime(ImageRuntime):
     name = "apptainer"
-
-    def __init__(self, root: str | Path | None = None, binary: str | None = None) -> None:
-        from containers.local import default_root
-
-        self.root = Path(root) if root is not None else default_root()
-        self.binary = binary or find_apptainer()
+    find_binary = staticmethod(find_apptainer)
 
     def _require(self) -> str:
         if not self.binary:
             raise RuntimeUnavailable("neither apptainer nor singularity is on PATH")
         return self.binary
 
-    def start(self, spec: SandboxSpec) -> Sandbox:
-        binary = self._require()
-        handle, workspace, control = new_sandbox(self.root, self.name, spec)
-        name = handle.name or ""
-        env = sandbox_env(spec, handle.id, host_root=False, loopback_ip=None)
-        try:
-            subprocess.run(
-                instance_start_argv(binary, spec, name, str(workspace), str(control), env),
-                check=True,
-                capture_output=True,
-                timeout=spec.start_timeout_s,
+    def _launch(
+        self, binary: str, spec: SandboxSpec, name: str, workspace: Path, control: Path, env: dict[str, str]
+    ) -> None:
+        subprocess.run(
+            instance_start_argv(binary, spec, name, str(workspace), str(control), env),
+            check=True,
+            capture_output=True,
+            timeout=spec.start_timeout_s,
+        )
+        with open(control / "server.log", "ab") as log:
+            subprocess.Popen(
+                server_exec_argv(binary, name, spec),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
             )
-            with open(control / "server.log", "ab") as log:
-                subprocess.Popen(
-                    server_exec_argv(binary, name, spec),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    start_new_session=True,
-                )
-            wait_for_socket(control / SOCKET_NAME, spec.start_timeout_s)
-            handle = pin_server_socket(handle)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, SandboxStartError) as exc:
-            self.teardown(handle)
-            detail = getattr(exc, "stderr", b"") or b""
-            raise SandboxStartError(
-                f"apptainer sandbox failed to start: {exc} {detail.decode()[-2000:]}"
-            ) from exc
-        return Sandbox(handle, self)
 
-    def attach(self, handle: SandboxHandle) -> Sandbox:
-        check_same_node(handle)
-        return Sandbox(handle, self)
-
-    def teardown(self, handle: SandboxHandle) -> None:
-        if self.binary and handle.name:
-            subprocess.run(instance_stop_argv(self.binary, handle.name), capture_output=True, timeout=60)
-        shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
+    def stop_argv(self, binary: str, name: str) -> list[str]:
+        return instance_stop_argv(binary, name)
 
 
 __all__ = [

@@ -7,13 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from containers.errors import RuntimeUnavailable, SandboxStartError
-from containers.exec_client import wait_for_socket
-from containers.handle import SandboxHandle
-from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, sandbox_env, server_command
-from containers.layout import check_same_node, new_sandbox, pin_server_socket
-from containers.sandbox import Sandbox
-from containers.server.wire import CONTROL_DIR, SOCKET_NAME
+from containers.errors import RuntimeUnavailable
+from containers.image_runtime import ImageRuntime
+from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, server_command
+from containers.server.wire import CONTROL_DIR
 from containers.spec import SandboxSpec
 
 
@@ -60,14 +57,9 @@ def remove_argv(binary: str, name: str) -> list[str]:
     return [binary, "rm", "--force", name]
 
 
-class DockerRuntime:
+class DockerRuntime(ImageRuntime):
     name = "docker"
-
-    def __init__(self, root: str | Path | None = None, binary: str | None = None) -> None:
-        from containers.local import default_root
-
-        self.root = Path(root) if root is not None else default_root()
-        self.binary = binary or find_docker()
+    find_binary = staticmethod(find_docker)
 
     def _require(self) -> str:
         if not docker_available(self.binary):
@@ -75,26 +67,11 @@ class DockerRuntime:
         assert self.binary is not None
         return self.binary
 
-    def start(self, spec: SandboxSpec) -> Sandbox:
-        binary = self._require()
-        handle, workspace, control = new_sandbox(self.root, self.name, spec)
-        env = sandbox_env(spec, handle.id, host_root=False, loopback_ip=None)
-        argv = run_argv(binary, spec, handle.name or "", str(workspace), str(control), env)
-        try:
-            subprocess.run(argv, check=True, capture_output=True, timeout=spec.start_timeout_s)
-            wait_for_socket(control / SOCKET_NAME, spec.start_timeout_s)
-            handle = pin_server_socket(handle)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, SandboxStartError) as exc:
-            self.teardown(handle)
-            detail = (getattr(exc, "stderr", b"") or b"").decode()[-2000:]
-            raise SandboxStartError(f"docker sandbox failed to start: {exc} {detail}") from exc
-        return Sandbox(handle, self)
+    def _launch(
+        self, binary: str, spec: SandboxSpec, name: str, workspace: Path, control: Path, env: dict[str, str]
+    ) -> None:
+        argv = run_argv(binary, spec, name, str(workspace), str(control), env)
+        subprocess.run(argv, check=True, capture_output=True, timeout=spec.start_timeout_s)
 
-    def attach(self, handle: SandboxHandle) -> Sandbox:
-        check_same_node(handle)
-        return Sandbox(handle, self)
-
-    def teardown(self, handle: SandboxHandle) -> None:
-        if self.binary and handle.name:
-            subprocess.run(remove_argv(self.binary, handle.name), capture_output=True, timeout=60)
-        shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
+    def stop_argv(self, binary: str, name: str) -> list[str]:
+        return remove_argv(binary, name)
