@@ -28,6 +28,8 @@ once, so a burst (the gateway's record writes on a starved machine) queues rathe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -271,58 +273,77 @@ def node_url(url: str) -> str:
     return f"{scheme.lower().removesuffix('+cluster')}://{rest}"
 
 
+@dataclass(frozen=True)
+class _Flavour:
+    """The classes one side (sync or asyncio) of redis-py builds its clients from."""
+
+    retry_options: Callable[[], dict[str, Any]]
+    cluster: Any
+    redis: Any
+    pool: Any
+    sentinel: Any
+    sentinel_redis: Any
+    sentinel_pool: Any
+    master_connection: Any
+
+
+_SYNC = _Flavour(
+    redis_retry_options,
+    RedisCluster,
+    redis.Redis,
+    redis.BlockingConnectionPool,
+    Sentinel,
+    SentinelRedis,
+    BlockingSentinelConnectionPool,
+    MasterConnection,
+)
+_ASYNC = _Flavour(
+    async_redis_retry_options,
+    AsyncRedisCluster,
+    aioredis.Redis,
+    aioredis.BlockingConnectionPool,
+    AsyncSentinel,
+    AsyncSentinelRedis,
+    AsyncBlockingSentinelConnectionPool,
+    AsyncMasterConnection,
+)
+
+
+def _client(flavour: _Flavour, url: str | None, settings: Settings | None, retry: bool, options: Any) -> Any:
+    settings = settings or get_settings()
+    url = url or settings.redis_url
+    if is_cluster_url(url):
+        # The same commands, routed by slot (RedisCluster retries a moved slot or a lost node itself).
+        no_retry = {} if retry else _with_retry(flavour.retry_options(), False, None)
+        return flavour.cluster.from_url(node_url(url), **{**no_retry, **options})
+    if not is_sentinel_url(url):
+        options = {**pool_options(settings), **_with_retry(flavour.retry_options(), retry, None), **options}
+        return flavour.redis.from_pool(flavour.pool.from_url(url, **options))
+    target = parse_sentinel_url(url)
+    retrying = _with_retry(flavour.retry_options(), retry, settings.redis_sentinel_retry_s)
+    manager = flavour.sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs(settings))
+    return manager.master_for(
+        settings.redis_sentinel_master,
+        redis_class=flavour.sentinel_redis,
+        connection_pool_class=flavour.sentinel_pool,
+        connection_class=flavour.master_connection,
+        **{**pool_options(settings), **_master_options(target), **retrying, **options},
+    )
+
+
 def redis_client(
     url: str | None = None, *, settings: Settings | None = None, retry: bool = True, **options: Any
 ) -> redis.Redis:
     """A sync client for `url` (default FARM_REDIS_URL); `options` go to every connection
     (e.g. `decode_responses=True`). `retry=False` makes one attempt per command (probes)."""
-    settings = settings or get_settings()
-    url = url or settings.redis_url
-    if is_cluster_url(url):
-        # The same commands, routed by slot (RedisCluster retries a moved slot or a lost node itself).
-        no_retry = {} if retry else _with_retry(redis_retry_options(), False, None)
-        return cast(redis.Redis, RedisCluster.from_url(node_url(url), **{**no_retry, **options}))
-    if not is_sentinel_url(url):
-        options = {**pool_options(settings), **_with_retry(redis_retry_options(), retry, None), **options}
-        return redis.Redis.from_pool(redis.BlockingConnectionPool.from_url(url, **options))
-    target = parse_sentinel_url(url)
-    retrying = _with_retry(redis_retry_options(), retry, settings.redis_sentinel_retry_s)
-    manager = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs(settings))
-    return manager.master_for(
-        settings.redis_sentinel_master,
-        redis_class=SentinelRedis,
-        connection_pool_class=BlockingSentinelConnectionPool,
-        connection_class=MasterConnection,
-        **{**pool_options(settings), **_master_options(target), **retrying, **options},
-    )
+    return cast(redis.Redis, _client(_SYNC, url, settings, retry, options))
 
 
 def async_redis_client(
     url: str | None = None, *, settings: Settings | None = None, retry: bool = True, **options: Any
 ) -> aioredis.Redis:
     """The asyncio client (the API, the gateway), made the same way as `redis_client`."""
-    settings = settings or get_settings()
-    url = url or settings.redis_url
-    if is_cluster_url(url):
-        no_retry = {} if retry else _with_retry(async_redis_retry_options(), False, None)
-        return cast(aioredis.Redis, AsyncRedisCluster.from_url(node_url(url), **{**no_retry, **options}))
-    if not is_sentinel_url(url):
-        options = {
-            **pool_options(settings),
-            **_with_retry(async_redis_retry_options(), retry, None),
-            **options,
-        }
-        return aioredis.Redis.from_pool(aioredis.BlockingConnectionPool.from_url(url, **options))
-    target = parse_sentinel_url(url)
-    retrying = _with_retry(async_redis_retry_options(), retry, settings.redis_sentinel_retry_s)
-    manager = AsyncSentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs(settings))
-    return manager.master_for(
-        settings.redis_sentinel_master,
-        redis_class=AsyncSentinelRedis,
-        connection_pool_class=AsyncBlockingSentinelConnectionPool,
-        connection_class=AsyncMasterConnection,
-        **{**pool_options(settings), **_master_options(target), **retrying, **options},
-    )
+    return cast(aioredis.Redis, _client(_ASYNC, url, settings, retry, options))
 
 
 def broker_url(settings: Settings) -> str:
