@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from farm.chat.family_tool_calls import ds_token, json_arguments
-from farm.chat.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCall
+from farm.chat.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCall, call_from
 
 Schemas = Mapping[str, Mapping[str, Any]]
 """Tool name -> its parameters' JSON schema (what typed formats convert argument text by)."""
@@ -284,13 +284,7 @@ def _llama_call(value: dict[str, Any], number: int, errors: list[str]) -> ToolCa
     if not isinstance(name, str) or not name:
         errors.append(f"tool call {number}: `name` must be a non-empty string")
         return None
-    if isinstance(arguments, str):
-        with contextlib.suppress(json.JSONDecodeError):
-            arguments = json.loads(arguments)
-    if not isinstance(arguments, dict):
-        errors.append(f"tool call {number} ({name}): `parameters` must be a JSON object")
-        return None
-    return ToolCall(name=name, arguments=arguments)
+    return call_from(name, arguments, f"tool call {number}", errors, field="parameters")
 
 
 def _builtin_call(body: str) -> tuple[list[ToolCall], list[str]]:

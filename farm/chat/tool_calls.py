@@ -128,12 +128,18 @@ def _parse_block(body: str, number: int, errors: list[str]) -> ToolCall | None:
     if not isinstance(name, str) or not name:
         errors.append(f"{where}: missing function `name`")
         return None
-    arguments = payload.get("arguments", {})
+    return call_from(name, payload.get("arguments", {}), where, errors)
+
+
+def call_from(
+    name: str, arguments: Any, where: str, errors: list[str], field: str = "arguments"
+) -> ToolCall | None:
+    """A call from its name and its arguments, given as an object or (some models double-encode them) as
+    a string that holds one; None with the reason in `errors`, prefixed by `where` ("tool call 2")."""
     if isinstance(arguments, str):
-        # Some models double-encode the arguments; accept a string that holds an object.
         with contextlib.suppress(json.JSONDecodeError):
             arguments = json.loads(arguments)
     if not isinstance(arguments, dict):
-        errors.append(f"{where} ({name}): `arguments` must be a JSON object, got {type(arguments).__name__}")
+        errors.append(f"{where} ({name}): `{field}` must be a JSON object, got {type(arguments).__name__}")
         return None
     return ToolCall(name=name, arguments=arguments)
