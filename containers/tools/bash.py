@@ -14,12 +14,12 @@ import secrets
 import select
 import signal
 import tempfile
-import threading
 import time
 
 from ptyprocess import PtyProcess
 
 from containers.tools.capture import OutputCapture
+from containers.tools.serial import OneAtATime
 
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 _INLINE_LIMIT = 2000
@@ -76,8 +76,7 @@ class BashSession:
         self.env = dict(os.environ if env is None else env)
         self.output_limit = output_limit
         self.scratch_dir = scratch_dir or tempfile.gettempdir()
-        self._lock = threading.Lock()
-        self._busy = False
+        self._calls = OneAtATime()
         self._proc: PtyProcess | None = None
         self._nonce = ""
         self._marker: re.Pattern[bytes] | None = None
@@ -136,12 +135,8 @@ class BashSession:
                 return int(match.group(1))
 
     def run(self, command: str, timeout: float = 120.0) -> BashOutput:
-        with self._lock:
-            self._busy = True
-            try:
-                return self._run(command, timeout)
-            finally:
-                self._busy = False
+        with self._calls.call():
+            return self._run(command, timeout)
 
     def _run(self, command: str, timeout: float) -> BashOutput:
         if self._proc is None or not self._proc.isalive():
@@ -181,7 +176,7 @@ class BashSession:
     def interrupt(self) -> bool:
         """Send Ctrl-C to the foreground job; returns whether a command was running."""
         proc = self._proc
-        if proc is None or not self._busy:
+        if proc is None or not self._calls.busy:
             return False
         try:
             proc.write(b"\x03")

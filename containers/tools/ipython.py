@@ -15,6 +15,7 @@ import threading
 import time
 
 from containers.tools.capture import OutputCapture
+from containers.tools.serial import OneAtATime
 
 TYPE_CHECKING = False  # typing costs ~10 ms of the server's start-up; its names are only annotations
 if TYPE_CHECKING:
@@ -54,10 +55,9 @@ class IPythonKernel:
         self.python = python or sys.executable
         self.output_limit = output_limit
         self.runtime_dir = runtime_dir or tempfile.mkdtemp(prefix="farm-kernel-")
-        self._lock = threading.Lock()
+        self._calls = OneAtATime()
         self._start_lock = threading.Lock()
         self._start_error: BaseException | None = None
-        self._busy = False
         self._manager: Any = None
         self._client: Any = None
 
@@ -99,12 +99,8 @@ class IPythonKernel:
 
     def run(self, code: str, timeout: float = 120.0) -> IPythonOutput:
         self._ensure_started()
-        with self._lock:
-            self._busy = True
-            try:
-                return self._run(code, timeout)
-            finally:
-                self._busy = False
+        with self._calls.call():
+            return self._run(code, timeout)
 
     def _run(self, code: str, timeout: float) -> IPythonOutput:
         client = self._client
@@ -164,7 +160,7 @@ class IPythonKernel:
         return IPythonOutput(text, error=True, timed_out=True, restarted=True)
 
     def interrupt(self) -> bool:
-        if self._manager is None or not self._busy:
+        if self._manager is None or not self._calls.busy:
             return False
         self._manager.interrupt_kernel()
         return True
