@@ -43,7 +43,7 @@ from farm.gateway.providers.google_genai import StreamEncoder as GoogleStreamEnc
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan, get_runtime
 from farm.gateway.sessions import NoCompletion, SessionInfo, SessionNotFound
 from farm.gateway.streaming import StreamAssembler, UpstreamStream
-from farm.gateway.upstream import UpstreamReply
+from farm.gateway.upstream import ForwardResult
 from farm.models import BackendInfo, Trace
 from farm.web.responses import errors
 from farm.web.security import require_token
@@ -238,15 +238,12 @@ def _record(
     session_id: str,
     provider: str,
     chat: ChatRequest,
-    reply: UpstreamReply,
-    backend: str,
-    attempts: int,
+    served: ForwardResult,
     started_at: float,
-    upstream_s: float,
     total_s: float,
-    registered_version: int | None = None,
 ) -> CompletionRecord:
-    version, source = resolve_version(reply.weight_version, registered_version)
+    reply = served.reply
+    version, source = resolve_version(reply.weight_version, served.registered_version)
     return CompletionRecord(
         completion_id=completion_id,
         session_id=session_id,
@@ -259,17 +256,17 @@ def _record(
         response_logprobs=reply.response_logprobs,
         finish_reason=reply.completion.finish_reason,
         response_message=reply.completion.assistant_message(),
-        backend=backend,
+        backend=served.backend,
         policy_version=version,
         policy_version_source=source,
-        timings=CompletionTimings(started_at=started_at, upstream_s=upstream_s, total_s=total_s),
+        timings=CompletionTimings(started_at=started_at, upstream_s=served.upstream_s, total_s=total_s),
         usage={
             "prompt_tokens": reply.completion.usage.prompt_tokens,
             "completion_tokens": reply.completion.usage.completion_tokens,
         },
         metadata={
             "served_model": reply.served_model,
-            "attempts": attempts,
+            "attempts": served.attempts,
             "stream": chat.stream,
             "capture_problem": reply.capture_problem,
         },
@@ -368,17 +365,7 @@ async def _model_call(
         result = await runtime.forwarder.complete(info, chat, completion_id, backend)
         reply = result.reply
         record = _record(
-            completion_id,
-            session_id,
-            provider,
-            chat,
-            reply,
-            result.backend,
-            result.attempts,
-            started_at,
-            result.upstream_s,
-            time.perf_counter() - started,
-            result.registered_version,
+            completion_id, session_id, provider, chat, result, started_at, time.perf_counter() - started
         )
         await runtime.keep(record)  # no 200 without its record
     except (GatewayError, redis.RedisError) as exc:
@@ -429,18 +416,9 @@ async def _relay(
             reply = upstream.reply(completion_id)
         finally:
             await upstream.aclose()
+        served = upstream.result(reply)
         record = _record(
-            completion_id,
-            session_id,
-            provider,
-            chat,
-            reply,
-            upstream.address,
-            upstream.attempts,
-            started_at,
-            upstream.upstream_s,
-            time.perf_counter() - started,
-            upstream.registered_version,
+            completion_id, session_id, provider, chat, served, started_at, time.perf_counter() - started
         )
         await runtime.keep(record)  # before the final frames: a stream ends finished only when recorded
     except (GatewayError, redis.RedisError) as exc:  # the stream's failures, judged by the policy

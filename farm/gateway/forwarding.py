@@ -7,7 +7,6 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -18,7 +17,7 @@ from farm.gateway.normalized import ChatRequest
 from farm.gateway.sessions import SessionInfo
 from farm.gateway.streaming import UpstreamStream
 from farm.gateway.upstream import (
-    UpstreamReply,
+    ForwardResult,
     capture_keys,
     chat_url,
     client_error,
@@ -39,16 +38,6 @@ from farm.inference.policy import (
     status_verdict,
 )
 from farm.models import BackendInfo
-
-
-@dataclass
-class ForwardResult:
-    reply: UpstreamReply
-    backend: str
-    upstream_s: float
-    attempts: int
-    registered_version: int | None = None
-    """The pool's policy_version for that backend when the call was sent."""
 
 
 class Forwarder:

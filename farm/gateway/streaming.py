@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from farm.gateway.normalized import ToolCall
-from farm.gateway.upstream import UpstreamReply, parse_chat_reply
+from farm.gateway.upstream import ForwardResult, UpstreamReply, parse_chat_reply
 from farm.inference.policy import (
     TRANSPORT_ERRORS,
     UNFINISHED_STREAM,
@@ -235,10 +235,15 @@ class UpstreamStream:
     def reply(self, completion_id: str) -> UpstreamReply:
         return self.assembler.reply(completion_id)
 
-    @property
-    def registered_version(self) -> int | None:
-        """The pool's policy_version for the backend that streamed the reply, when the call was sent."""
-        return self._attempts.registered_version
+    def result(self, reply: UpstreamReply) -> ForwardResult:
+        """The call served, once the stream is closed (closing adds the last read's time upstream)."""
+        return ForwardResult(
+            reply=reply,
+            backend=self.address,
+            upstream_s=self.upstream_s,
+            attempts=self.attempts,
+            registered_version=self._attempts.registered_version,
+        )
 
     async def _close(self) -> None:
         if self._closed:

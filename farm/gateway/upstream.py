@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any, get_args
 
 from pydantic import BaseModel
@@ -50,6 +51,18 @@ class UpstreamReply(BaseModel):
     """The weights that served the call, when the backend says: SGLang's chat reply carries them in its
     top-level `metadata.weight_version` (sgl-project/sglang test/srt/test_weight_version.py @ 7b50ab6),
     its native meta_info in `choices[].meta_info.weight_version`. vLLM's reply does not say."""
+
+
+@dataclass
+class ForwardResult:
+    """A model call served: the reply, the backend that gave it, the time spent upstream, the attempts."""
+
+    reply: UpstreamReply
+    backend: str
+    upstream_s: float
+    attempts: int
+    registered_version: int | None = None
+    """The pool's policy_version for that backend when the call was sent."""
 
 
 def capture_keys(kind: str, stream: bool) -> tuple[dict[str, Any], tuple[str, ...]]:
