@@ -181,21 +181,22 @@ class Layout:
         )
 
 
-def _bucket_index(name: str) -> Callable[[str], str]:
-    """The key of one of a bucket's job indexes, given the bucket's tag."""
+def _key(head: str, tail: str = "") -> Callable[[str], str]:
+    """The maker of a kind of key that differs by one part (a bucket's tag, an id, a name)."""
 
-    def key(tag: str) -> str:
-        return f"farm:{{{tag}}}:{name}"
+    def key(part: str) -> str:
+        return head + part + tail
 
     return key
 
 
-active = _bucket_index("active")
-by_state = _bucket_index("by_state")
-leases = _bucket_index("leases")
-revoked = _bucket_index("revoked")
-job_stats = _bucket_index("stats")
-callbacks = _bucket_index("callbacks")
+# A bucket's job indexes, given the bucket's tag.
+active = _key("farm:{", "}:active")
+by_state = _key("farm:{", "}:by_state")
+leases = _key("farm:{", "}:leases")
+revoked = _key("farm:{", "}:revoked")
+job_stats = _key("farm:{", "}:stats")
+callbacks = _key("farm:{", "}:callbacks")
 
 
 _layout: Layout | None = None
@@ -221,17 +222,8 @@ def job(job_id: str) -> str:
     return layout().job(job_id)
 
 
-def _named(prefix: str) -> Callable[[str], str]:
-    """The key of one thing of a kind: `prefix`, then the thing's name (task id, node, host, ...)."""
-
-    def key(name: str) -> str:
-        return prefix + name
-
-    return key
-
-
-task = _named("farm:{tasks}:task:")
-sticky = _named("farm:{backends}:sticky:")
-ready = _named("farm:ready:")
-draining = _named("farm:draining:")
-orphan_sweep = _named("farm:orphan_sweep:")
+task = _key("farm:{tasks}:task:")
+sticky = _key("farm:{backends}:sticky:")
+ready = _key("farm:ready:")
+draining = _key("farm:draining:")
+orphan_sweep = _key("farm:orphan_sweep:")
