@@ -8,9 +8,8 @@ import subprocess
 from pathlib import Path
 
 from containers.errors import RuntimeUnavailable
-from containers.image_runtime import ImageRuntime
-from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, server_command
-from containers.server.wire import CONTROL_DIR
+from containers.image_runtime import ImageRuntime, mounts_and_env
+from containers.launch import server_command
 from containers.spec import SandboxSpec
 
 
@@ -28,12 +27,7 @@ def instance_start_argv(
     argv += ["--pwd", spec.workdir]
     if not spec.network:
         argv += ["--network", "none"]
-    argv += ["--bind", f"{workspace}:{spec.workdir}", "--bind", f"{control}:{CONTROL_DIR}"]
-    argv += ["--bind", f"{PACKAGE_DIR}:{IMAGE_LIB_DIR}/containers:ro"]
-    for bind in spec.ro_binds:
-        argv += ["--bind", f"{bind.source}:{bind.target}:ro"]
-    for key, value in sorted(env.items()):
-        argv += ["--env", f"{key}={value}"]
+    argv += mounts_and_env("--bind", spec, workspace, control, env)
     return [*argv, spec.image, name]
 
 

@@ -8,9 +8,8 @@ import subprocess
 from pathlib import Path
 
 from containers.errors import RuntimeUnavailable
-from containers.image_runtime import ImageRuntime
-from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, server_command
-from containers.server.wire import CONTROL_DIR
+from containers.image_runtime import ImageRuntime, mounts_and_env
+from containers.launch import server_command
 from containers.spec import SandboxSpec
 
 
@@ -44,12 +43,7 @@ def run_argv(
     if limits.file_size_mb:
         size = limits.file_size_mb * 1024 * 1024
         argv += ["--ulimit", f"fsize={size}:{size}"]
-    argv += ["--volume", f"{workspace}:{spec.workdir}", "--volume", f"{control}:{CONTROL_DIR}"]
-    argv += ["--volume", f"{PACKAGE_DIR}:{IMAGE_LIB_DIR}/containers:ro"]
-    for bind in spec.ro_binds:
-        argv += ["--volume", f"{bind.source}:{bind.target}:ro"]
-    for key, value in sorted(env.items()):
-        argv += ["--env", f"{key}={value}"]
+    argv += mounts_and_env("--volume", spec, workspace, control, env)
     return [*argv, spec.image, *server_command(spec, host_root=False)]
 
 

@@ -12,11 +12,23 @@ from pathlib import Path
 from containers.errors import SandboxStartError
 from containers.exec_client import wait_for_socket
 from containers.handle import SandboxHandle
-from containers.launch import sandbox_env
+from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, sandbox_env
 from containers.layout import check_same_node, new_sandbox, pin_server_socket
 from containers.sandbox import Sandbox
-from containers.server.wire import SOCKET_NAME
+from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
+
+
+def mounts_and_env(
+    mount_flag: str, spec: SandboxSpec, workspace: str, control: str, env: dict[str, str]
+) -> list[str]:
+    """What a container sees, as CLI flags: the workspace, the control directory, the farm's package and
+    the spec's read-only binds, each as `mount_flag source:target[:ro]`; then each variable as `--env`."""
+    binds = [f"{workspace}:{spec.workdir}", f"{control}:{CONTROL_DIR}"]
+    binds += [f"{PACKAGE_DIR}:{IMAGE_LIB_DIR}/containers:ro"]
+    binds += [f"{bind.source}:{bind.target}:ro" for bind in spec.ro_binds]
+    argv = [arg for bind in binds for arg in (mount_flag, bind)]
+    return argv + [arg for key, value in sorted(env.items()) for arg in ("--env", f"{key}={value}")]
 
 
 class ImageRuntime(ABC):
