@@ -22,15 +22,8 @@ set -euo pipefail
 [[ "$1 $2" == "-m sglang.launch_server" ]] || exit 64
 echo "$*" >"$(dirname "$0")/args-$$"
 shift 2
-host=127.0.0.1
 port=30000
-while (($#)); do
-    case "$1" in
-    --host) host="$2"; shift 2 ;;
-    --port) port="$2"; shift 2 ;;
-    *) shift ;;
-    esac
-done
+{take_host_port}
 exec {python} -m farm.cli llm serve --emulate sglang --policy scripted --accuracy 1.0 \\
     --host "$host" --port "$port"
 """

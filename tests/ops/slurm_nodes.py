@@ -25,6 +25,16 @@ from tests.waiting import wait_until
 SLURM = OPS / "slurm"
 T = TypeVar("T")
 
+TAKE_HOST_PORT = """host=127.0.0.1
+while (($#)); do
+    case "$1" in
+    --host) host="$2"; shift 2 ;;
+    --port) port="$2"; shift 2 ;;
+    *) shift ;;
+    esac
+done"""
+"""Bash setting `host` and `port` from an engine's `--host H --port P` (`port`: a default set before)."""
+
 
 def eventually(probe: Callable[[], T], timeout_s: float, what: str) -> T:
     return wait_until(probe, timeout_s, what=what, interval_s=0.1, ignore=(httpx.HTTPError,))
@@ -95,11 +105,12 @@ def three_nodes(
 ) -> Iterator[Nodes]:
     """head-0, then cpu-a (with `cpu`'s settings) and gpu-a (two servers on GPUs 0,1, with `gpu`'s
     settings) once the head has written head.env; every process killed on the way out. `engine` is the
-    stand-in's file name in the venv's bin/ and its bash source, with `{python}` for this interpreter."""
+    stand-in's file name in the venv's bin/ and its bash source, with `{python}` for this interpreter and
+    `{take_host_port}` for TAKE_HOST_PORT."""
     llm_bin = shared / "llm-venv" / "bin"
     llm_bin.mkdir(parents=True)
     name, source = engine
-    (llm_bin / name).write_text(source.format(python=sys.executable))
+    (llm_bin / name).write_text(source.format(python=sys.executable, take_host_port=TAKE_HOST_PORT))
     (llm_bin / name).chmod(0o755)
     api_port, flower_port = free_port(), free_port()
     path = os.pathsep.join(

@@ -27,15 +27,8 @@ VLLM_STAND_IN = """#!/usr/bin/env bash
 set -euo pipefail
 [[ "$1" == serve ]] || exit 64
 shift 2
-host=127.0.0.1
 port=8001
-while (($#)); do
-    case "$1" in
-    --host) host="$2"; shift 2 ;;
-    --port) port="$2"; shift 2 ;;
-    *) shift ;;
-    esac
-done
+{take_host_port}
 echo "$CUDA_VISIBLE_DEVICES" >"$(dirname "$0")/devices-$port"
 exec {python} -m farm.cli llm serve --policy scripted --accuracy 1.0 --host "$host" --port "$port"
 """
