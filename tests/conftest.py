@@ -64,8 +64,8 @@ def api_farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
 
 @pytest.fixture
 def api(farm: LocalFarm) -> Iterator[httpx.Client]:
-    """A client of the API of the `farm` a folder's conftest starts (tests/integration, tests/ui);
-    tests/api has its own, on `api_farm`."""
+    """A client of the API of the `farm` in scope: the session farm of tests/integration or tests/ui, or
+    the one a module starts for itself under that name. tests/api has its own, on `api_farm`."""
     with httpx.Client(base_url=farm.api_url, timeout=60) as client:
         yield client
 
