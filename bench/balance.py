@@ -23,7 +23,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
 import redis
 from rich.console import Console
 from rich.table import Table
@@ -35,6 +34,7 @@ from farm.client import FarmClient
 from farm.client.polling import PollPolicy
 from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.launcher import LocalFarm, WorkerSpec
+from tests.waiting import WaitTimeout, wait_answering
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "handlers" / "math" / "problems.jsonl"
 POLL = PollPolicy(initial_s=0.01, maximum_s=0.1)
@@ -46,16 +46,12 @@ def start_llm(token_latency_ms: float, log: Path) -> tuple[subprocess.Popen[byte
     argv += ["--token-latency-ms", str(token_latency_ms), "--accuracy", "0.5", "--seed", "2"]
     proc = spawn(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("slow LLM server did not start")
+    try:
+        wait_answering(f"{url}/models", 60, what="the slow LLM server to answer", request_s=1)
+    except WaitTimeout:
+        proc.kill()
+        raise
+    return proc, url
 
 
 def burst(

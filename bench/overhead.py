@@ -29,11 +29,10 @@ from rich.table import Table
 
 from bench.common import parse_quick, pct
 from farm.embedded_redis import EmbeddedRedis
-from farm.handler.context import JobContext
 from farm.handler.registry import get_handler
 from farm.jobs.spec import JobSpec
 from farm.launcher import LocalFarm, WorkerSpec
-from farm.models.results import Timings
+from tests.job_contexts import job_context
 
 NOOP = {"handler": "noop"}
 
@@ -44,18 +43,7 @@ def in_process_latencies(n: int) -> list[float]:
     for i in range(n):
         t0 = time.perf_counter()
         spec = JobSpec(job_id=f"local-{i}", handler="noop", instance=NOOP, timeout_s=60)
-        ctx = JobContext(
-            spec=spec,
-            instance=handler.validate(NOOP),
-            stage="run",
-            node="local",
-            workdir=Path("/tmp"),
-            deadline=time.monotonic() + 60,
-            timings_before=Timings(),
-            interruption=lambda: None,
-            policy_factory=lambda c: None,
-            tokenizer_factory=lambda: None,  # type: ignore[arg-type,return-value]
-        )
+        ctx = job_context(spec, handler.validate(NOOP), node="local", workdir=Path("/tmp"))
         state = handler.init(ctx)
         run = handler.run(ctx, state)
         handler.final_result(ctx, run, handler.eval(ctx, state, run))

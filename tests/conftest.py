@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import os
 import socket
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from hypothesis import settings
 
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm
+from tests.farms import emptied, temp_farm
 
 # CI replays the same examples every run (a failure there is reproducible, never a new random draw);
 # local runs keep exploring new inputs.
@@ -54,22 +55,37 @@ def redis_server() -> Iterator[EmbeddedRedis]:
 def api_farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
     """The real API (uvicorn, its own process, as `farm up` starts it) on the session's Redis, with no
     workers and no token: one process for every folder whose tests only talk to the API's door."""
-    logs = Path(tempfile.mkdtemp(prefix="farm-api-test-"))
-    env = {"FARM_WORKDIR": str(logs / "work"), "FARM_API_TOKEN": ""}
-    local = LocalFarm(redis_url=redis_server.url, workers=[], llm_policy=None, env=env, log_dir=logs).start(
-        60
+    local = temp_farm(
+        "farm-api-test-", redis_url=redis_server.url, workers=[], llm_policy=None, env={"FARM_API_TOKEN": ""}
     )
-    yield local
-    local.stop()
+    with local.start(60):
+        yield local
 
 
 @pytest.fixture
-def redis_url(redis_server: EmbeddedRedis) -> Iterator[str]:
+def api(farm: LocalFarm) -> Iterator[httpx.Client]:
+    """A client of the API of the `farm` in scope: the session farm of tests/integration or tests/ui, or
+    the one a module starts for itself under that name. tests/api has its own, on `api_farm`."""
+    with httpx.Client(base_url=farm.api_url, timeout=60) as client:
+        yield client
+
+
+TESTS = Path(__file__).resolve().parent
+INTEGRATION_FOLDERS = [TESTS / "integration", TESTS / "ui"]
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test in these folders is an integration test (a `pytestmark` in their conftest would mark
+    nothing: it applies to the module it is written in, and a conftest holds no test)."""
+    inside = any(item.path.is_relative_to(folder) for folder in INTEGRATION_FOLDERS)
+    if inside and item.get_closest_marker("integration") is None:
+        item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+def redis_url(redis_server: EmbeddedRedis) -> str:
     """A clean database on the session's private server."""
-    client = redis.Redis.from_url(redis_server.url)
-    client.flushdb()
-    client.close()
-    yield redis_server.url
+    return emptied(redis_server.url)
 
 
 @pytest.fixture

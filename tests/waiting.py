@@ -13,6 +13,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import httpx
+
 T = TypeVar("T")
 
 _NOTHING = object()
@@ -74,6 +76,19 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise _timeout(what, timeout_s, last)
         time.sleep(interval_s)
+
+
+def wait_answering(
+    url: str, timeout_s: float, *, what: str, interval_s: float = 0.1, request_s: float = 2
+) -> None:
+    """Until GET `url` answers 200: a server starting (a refused or dropped connection is "not yet")."""
+    wait_until(
+        lambda: httpx.get(url, timeout=request_s).status_code == 200,
+        timeout_s,
+        what=what,
+        interval_s=interval_s,
+        ignore=(httpx.HTTPError,),
+    )
 
 
 async def wait_until_async(

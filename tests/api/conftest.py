@@ -3,21 +3,19 @@ is judged at the door, and an accepted job just waits in its queue."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm
+from tests.farms import temp_farm
 
 
 def _start(redis_server: EmbeddedRedis, **env: str) -> LocalFarm:
-    logs = Path(tempfile.mkdtemp(prefix="farm-api-test-"))
-    env = {"FARM_WORKDIR": str(logs / "work"), **env}
-    return LocalFarm(redis_url=redis_server.url, workers=[], llm_policy=None, env=env, log_dir=logs).start(30)
+    local = temp_farm("farm-api-test-", redis_url=redis_server.url, workers=[], llm_policy=None, env=env)
+    return local.start(30)
 
 
 @pytest.fixture

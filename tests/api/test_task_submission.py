@@ -15,17 +15,11 @@ import redis
 
 from farm import keys
 from farm.launcher import LocalFarm
-from tests.waiting import wait_until
+from tests.waiting import wait_answering, wait_until
 
 
 def _wait_up(farm: LocalFarm) -> None:
-    wait_until(
-        lambda: httpx.get(f"{farm.api_url}/healthz", timeout=1).status_code == 200,
-        20,
-        interval_s=0.05,
-        ignore=(httpx.TransportError,),
-        what="the API to come back",
-    )
+    wait_answering(f"{farm.api_url}/healthz", 20, what="the API to come back", interval_s=0.05, request_s=1)
 
 
 def _sessions_of(r: redis.Redis, task_id: str) -> int:

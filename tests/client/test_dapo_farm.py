@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,9 @@ import pytest
 from farm.adapters import to_verl
 from farm.client import DapoConfig, DapoConsumer, FailurePolicy, FarmClient
 from farm.client.polling import PollPolicy
-from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models import JobState
+from tests.farms import temp_farm
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the CI slow step
@@ -28,23 +27,16 @@ POLL = PollPolicy(initial_s=0.01, maximum_s=0.1)
 
 @pytest.fixture(scope="module")
 def farm() -> Iterator[LocalFarm]:
-    logs = Path(tempfile.mkdtemp(prefix="farm-client-test-"))
-    redis_server = EmbeddedRedis().start()  # its own: other suites' farms share the session Redis
-    local = LocalFarm(
-        redis_url=redis_server.url,
+    local = temp_farm(  # its own Redis: other suites' farms share the session's
+        "farm-client-test-",
         workers=[WorkerSpec("init,eval", concurrency=4), WorkerSpec("run", concurrency=8)],
-        llm_servers=1,
         llm_args=["--accuracy", "0.5", "--seed", "3"],
-        env={"FARM_WORKDIR": str(logs / "work")},
-        log_dir=logs,
     )
-    local.start(timeout_s=90)
-    with FarmClient(local.api_url) as client:  # warm every worker up once (tokenizer load)
-        ids = [client.submit(problem) for problem in itertools.islice(math_problems(), 8)]
-        list(client.as_completed(ids, timeout_s=60))
-    yield local
-    local.stop()
-    redis_server.stop()
+    with local.start(timeout_s=90):
+        with FarmClient(local.api_url) as client:  # warm every worker up once (tokenizer load)
+            ids = [client.submit(problem) for problem in itertools.islice(math_problems(), 8)]
+            list(client.as_completed(ids, timeout_s=60))
+        yield local
 
 
 def math_problems() -> Iterator[dict[str, Any]]:

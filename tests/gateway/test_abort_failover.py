@@ -24,7 +24,7 @@ from farm.gateway.upstream_http import UpstreamClient
 from farm.models import BackendInfo
 from farm.pool import BackendPool
 from tests.gateway.conftest import ROOT, _stop, _wait_ready, start_gateway
-from tests.gateway.test_reference_backend import TOOLS
+from tests.gateway.math_agent import QUESTION, TOOLS
 
 pytestmark = pytest.mark.integration
 
@@ -88,8 +88,7 @@ def test_a_stream_aborted_before_its_first_chunk_fails_over(farm: Farm) -> None:
     base = _session(farm)
     # A tool call is held back until it is complete, so the aborting engine's stream (half a call) ends
     # `abort` with nothing handed on.
-    question = [{"role": "user", "content": "What is 17 * 3? Use the tool if needed."}]
-    body = {**CHAT, "messages": question, "tools": TOOLS, "max_tokens": 64, "stream": True}
+    body = {**CHAT, "messages": [QUESTION], "tools": TOOLS, "max_tokens": 64, "stream": True}
     with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=30) as response:
         assert response.status_code == 200
         chunks = [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data: {")]

@@ -6,28 +6,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import openai
 import pytest
 
 from farm.embedded_redis import EmbeddedRedis, free_port
 from tests.gateway.conftest import _spawn, _stop, start_gateway
+from tests.gateway.math_agent import QUESTION, agent_turn, open_session
 
 pytestmark = pytest.mark.integration
-
-TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "python",
-            "description": "Run Python code.",
-            "parameters": {
-                "type": "object",
-                "properties": {"code": {"type": "string"}},
-                "required": ["code"],
-            },
-        },
-    }
-]
 
 
 @pytest.fixture(scope="module")
@@ -45,21 +30,10 @@ def reference_gateway(redis_server: EmbeddedRedis) -> Iterator[str]:
 
 
 def test_multi_turn_session_exports_token_faithful_traces(reference_gateway: str) -> None:
-    created = httpx.post(f"{reference_gateway}/gateway/sessions", json={"task_id": "ref"}).json()
-    client = openai.OpenAI(base_url=created["base_url"] + "/v1", api_key="unused", max_retries=0)
-    messages: list[Any] = [
-        {"role": "system", "content": "You are a careful math agent."},
-        {"role": "user", "content": "What is 17 * 3? Use the tool if needed."},
-    ]
+    base, client = open_session(reference_gateway, "ref")
+    messages: list[Any] = [{"role": "system", "content": "You are a careful math agent."}, QUESTION]
     for turn in range(4):
-        reply = client.chat.completions.create(model="any", messages=messages, tools=TOOLS, max_tokens=64)
-        message = reply.choices[0].message
-        messages.append(message.model_dump(exclude_none=True))
-        if message.tool_calls:
-            messages.append({"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "51"})
-        else:
-            messages.append({"role": "user", "content": f"Check again ({turn})."})
-    base = created["base_url"]
+        agent_turn(client, messages, turn)
     records = httpx.get(f"{base}/completions").json()
     assert len(records) == 4 and all(r["prompt_ids"] and r["response_logprobs"] for r in records)
     by_id = {r["completion_id"]: r for r in records}

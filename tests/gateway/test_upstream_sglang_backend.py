@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import openai
 import pytest
 import redis
 
@@ -18,7 +17,7 @@ from farm.gateway.backends import StaticBackends
 from farm.gateway.forwarding import Forwarder
 from farm.pool import BackendPool
 from tests.gateway.conftest import _spawn, _stop, start_gateway
-from tests.gateway.test_reference_backend import TOOLS
+from tests.gateway.math_agent import QUESTION, TOOLS, agent_turn, open_session
 
 pytestmark = pytest.mark.integration
 
@@ -60,30 +59,14 @@ def test_the_served_model_is_looked_up_under_v1_of_an_sglang_root(sglang_root: s
     assert asyncio.run(lookup()) == served
 
 
-def _session(gateway: str) -> tuple[str, openai.OpenAI]:
-    created = httpx.post(f"{gateway}/gateway/sessions", json={"task_id": "sgl"}).json()
-    return created["base_url"], openai.OpenAI(
-        base_url=created["base_url"] + "/v1", api_key="-", max_retries=0
-    )
-
-
 def test_multi_turn_traces_are_token_faithful(sglang_gateway: str) -> None:
     tokenizer = ChatTokenizer.load()
-    base, client = _session(sglang_gateway)
-    messages: list[Any] = [
-        {"role": "system", "content": "You are a careful math agent."},
-        {"role": "user", "content": "What is 17 * 3? Use the tool if needed."},
-    ]
+    base, client = open_session(sglang_gateway, "sgl")
+    messages: list[Any] = [{"role": "system", "content": "You are a careful math agent."}, QUESTION]
     rendered: list[list[int]] = []
     for turn in range(3):
         rendered.append(tokenizer.apply_chat_template(messages, TOOLS))
-        reply = client.chat.completions.create(model="any", messages=messages, tools=TOOLS, max_tokens=64)
-        message = reply.choices[0].message
-        messages.append(message.model_dump(exclude_none=True))
-        if message.tool_calls:
-            messages.append({"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "51"})
-        else:
-            messages.append({"role": "user", "content": f"Check again ({turn})."})
+        agent_turn(client, messages, turn)
     records = httpx.get(f"{base}/completions").json()
     assert [r["prompt_ids"] for r in records] == rendered
     for record in records:
@@ -100,7 +83,7 @@ def test_multi_turn_traces_are_token_faithful(sglang_gateway: str) -> None:
 
 def test_a_streamed_call_gets_its_ids_from_sglext(sglang_gateway: str) -> None:
     tokenizer = ChatTokenizer.load()
-    base, client = _session(sglang_gateway)
+    base, client = open_session(sglang_gateway, "sgl")
     messages = [{"role": "user", "content": "Say hello."}]
     stream = client.chat.completions.create(model="any", messages=messages, max_tokens=16, stream=True)
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
@@ -118,21 +101,15 @@ def test_each_record_names_the_weights_that_sampled_it(
     turn (the keys the agent loop's traces carry), so a rollout that spans a publish says so."""
     pool = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/4")
     BackendPool(pool).add(sglang_root, kind="sglang", policy_version=3)
-    base, client = _session(sglang_gateway)
-    messages: list[Any] = [{"role": "user", "content": "What is 17 * 3? Use the tool if needed."}]
+    base, client = open_session(sglang_gateway, "sgl")
+    messages: list[Any] = [QUESTION]
     try:
         for turn in range(3):
             if turn == 1:  # a publish lands: the server says its new weights, the pool is not told yet
                 httpx.post(f"{sglang_root}/update_weight_version", json={"new_version": "4"})
             if turn == 2:  # the pool is ahead of the server: the server's word wins
                 BackendPool(pool).add(sglang_root, kind="sglang", policy_version=5)
-            reply = client.chat.completions.create(model="any", messages=messages, tools=TOOLS, max_tokens=64)
-            message = reply.choices[0].message
-            messages.append(message.model_dump(exclude_none=True))
-            if message.tool_calls:
-                messages.append({"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "51"})
-            else:
-                messages.append({"role": "user", "content": f"Check again ({turn})."})
+            agent_turn(client, messages, turn)
     finally:
         httpx.post(f"{sglang_root}/update_weight_version", json={"new_version": "default"})
         pool.close()
@@ -157,7 +134,7 @@ def test_a_streamed_record_names_the_registered_version(
     pool = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + "/4")
     try:
         BackendPool(pool).add(sglang_root, kind="sglang", policy_version=9)
-        base, client = _session(sglang_gateway)
+        base, client = open_session(sglang_gateway, "sgl")
         messages = [{"role": "user", "content": "Say hello."}]
         stream = client.chat.completions.create(model="any", messages=messages, max_tokens=8, stream=True)
         assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) is not None

@@ -12,17 +12,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
 from farm.embedded_redis import EmbeddedRedis
-from farm.launcher import LocalFarm, WorkerSpec
+from farm.launcher import LocalFarm
 from farm.models.results import JobState
+from tests.farms import emptied, stage_workers, temp_farm
 from tests.integration.jobs import submit, wait_state
 from tests.integration.test_handler_code import SAMPLING, instance, seed_for
 from tests.waiting import wait_until
@@ -35,26 +34,14 @@ SLOW_TEST = "\n\ndef test_takes_its_time():\n    import time\n    time.sleep(5)\
 
 @pytest.fixture(scope="module")
 def small_farm(redis_server: EmbeddedRedis) -> Iterator[tuple[LocalFarm, Path]]:
-    logs = Path(tempfile.mkdtemp(prefix="farm-infra-"))
-    flush = redis.Redis.from_url(redis_server.url)
-    flush.flushdb()
-    flush.close()
-    workdir = logs / "work"
-    local = LocalFarm(
-        redis_url=redis_server.url,
-        workers=[
-            WorkerSpec("init", concurrency=1),
-            WorkerSpec("run", concurrency=2),
-            WorkerSpec("eval", concurrency=1),
-        ],
-        llm_servers=1,
+    local = temp_farm(
+        "farm-infra-",
+        redis_url=emptied(redis_server.url),
+        workers=stage_workers(1, 2, 1),
         llm_args=["--accuracy", "0.5", "--seed", "7"],
-        env={"FARM_WORKDIR": str(workdir)},
-        log_dir=logs,
     )
-    local.start(timeout_s=180)
-    yield local, workdir
-    local.stop()
+    with local.start(timeout_s=180):
+        yield local, Path(local.scratch_dir)
 
 
 def _eval_sandbox(workdir: Path, job_id: str) -> dict[str, object] | None:

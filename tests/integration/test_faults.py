@@ -7,13 +7,11 @@ import json
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -27,6 +25,7 @@ from farm.jobs.messages import StageMessages
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from tests.api.backend_server import GOOD, MisbehavingBackend
+from tests.farms import temp_farm
 from tests.integration.jobs import submit, wait_state
 from tests.integration.task_events import TaskEvents
 from tests.waiting import wait_until
@@ -37,9 +36,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]  # fault injection: the
 @pytest.fixture(scope="module")
 def faulty_farm() -> Iterator[LocalFarm]:
     """Its own Redis (with AOF) and two run workers on one node, so one can die and one carry on."""
-    logs = Path(tempfile.mkdtemp(prefix="farm-faults-"))
     server = EmbeddedRedis(appendonly=True).start()
-    farm = LocalFarm(
+    farm = temp_farm(
+        "farm-faults-",
         redis_url=server.url,
         workers=[
             WorkerSpec("init", concurrency=4),
@@ -47,14 +46,11 @@ def faulty_farm() -> Iterator[LocalFarm]:
             WorkerSpec("run", concurrency=4),
             WorkerSpec("eval", concurrency=4),
         ],
-        llm_servers=1,
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_STALL_GRACE_S": "4"},
-        log_dir=logs,
+        env={"FARM_STALL_GRACE_S": "4"},
     )
-    farm.start(timeout_s=90)
     farm.redis_server = server  # type: ignore[attr-defined]
-    yield farm
-    farm.stop()
+    with farm.start(timeout_s=90):
+        yield farm
     server.stop()
 
 

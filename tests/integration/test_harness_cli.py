@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import subprocess
 import uuid
+from typing import Any
 
 import httpx
 import pytest
 
-from farm.models.results import JobState
+from farm.models.results import JobResult, JobState
 from handlers.harness.clis import HARNESS_CLIS, CliUnavailable, cli_cache, install_cli
 from tests.integration.test_harness_shell import submit_task, wait_task
 
@@ -26,6 +27,34 @@ PI_VERSION = HARNESS_CLIS["pi"].version
 INSTRUCTION = "Fix the add function in calc.py so that test_calc.py passes."  # scripts/harness.jsonl
 CALC = "def add(a, b):\n    return a - b\n"
 TEST = 'from calc import add\n\nassert add(2, 3) == 5, f"add(2, 3) = {add(2, 3)}"\nprint("ok")\n'
+
+
+def fix_calc(
+    api: httpx.Client, task: str, harness: str, binary: str, timeout_s: int, **body: Any
+) -> JobResult:
+    """Task `task`: `harness` (its CLI at `binary`) fixes calc.py in a fresh git repository, within
+    `timeout_s`; the reward is test_calc.py run on its patch in a fresh runtime. Its session's result."""
+    submit_task(
+        api,
+        task_id=task,
+        instruction=INSTRUCTION,
+        timeout_seconds=timeout_s,
+        runtime={
+            "prepare": [
+                {"write": "calc.py", "content": CALC},
+                {"write": "test_calc.py", "content": TEST},
+                {"git_init": True},
+            ]
+        },
+        agent={"harness": harness, "command": binary},
+        builder={"strategy": "prefix_merging"},
+        evaluator={
+            "strategy": "test_on_output",
+            "config": {"command": "python3 test_calc.py", "fresh": True},
+        },
+        **body,
+    )
+    return wait_task(api, task, timeout_s=timeout_s - 10)
 
 
 @pytest.fixture(scope="module")
@@ -44,27 +73,7 @@ def pi_bin() -> str:
 
 def test_pi_fixes_a_repository_through_the_gateway(api: httpx.Client, pi_bin: str) -> None:
     task = f"pi-fix-{uuid.uuid4().hex[:8]}"
-    submit_task(
-        api,
-        task_id=task,
-        instruction=INSTRUCTION,
-        timeout_seconds=180,
-        instance={"context_window": 8192},
-        runtime={
-            "prepare": [
-                {"write": "calc.py", "content": CALC},
-                {"write": "test_calc.py", "content": TEST},
-                {"git_init": True},
-            ]
-        },
-        agent={"harness": "pi", "command": pi_bin},
-        builder={"strategy": "prefix_merging"},
-        evaluator={
-            "strategy": "test_on_output",
-            "config": {"command": "python3 test_calc.py", "fresh": True},
-        },
-    )
-    result = wait_task(api, task, timeout_s=170)
+    result = fix_calc(api, task, "pi", pi_bin, 180, instance={"context_window": 8192})
     assert result.state is JobState.done, (result.error, result.artifacts)
     artifacts = result.artifacts
     assert artifacts["exit_code"] == 0, artifacts["stderr_tail"]

@@ -20,8 +20,7 @@ from farm.builders import CompletionRecord, build_traces
 from farm.models import Trace
 from farm.models.results import JobState
 from handlers.harness.clis import HARNESS_CLIS, CliUnavailable, install_cli
-from tests.integration.test_harness_cli import CALC, INSTRUCTION, TEST
-from tests.integration.test_harness_shell import submit_task, wait_task
+from tests.integration.test_harness_cli import fix_calc
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -50,26 +49,7 @@ def _assert_faithful(trace: Trace, records: dict[str, CompletionRecord]) -> None
 def test_harness_completes_the_sample_task_with_defaults(api: httpx.Client, harness: str) -> None:
     binary = _installed(harness)
     task = f"{harness}-fix-{uuid.uuid4().hex[:8]}"
-    submit_task(
-        api,
-        task_id=task,
-        instruction=INSTRUCTION,
-        timeout_seconds=300,
-        runtime={
-            "prepare": [
-                {"write": "calc.py", "content": CALC},
-                {"write": "test_calc.py", "content": TEST},
-                {"git_init": True},
-            ]
-        },
-        agent={"harness": harness, "command": binary},
-        builder={"strategy": "prefix_merging"},
-        evaluator={
-            "strategy": "test_on_output",
-            "config": {"command": "python3 test_calc.py", "fresh": True},
-        },
-    )
-    result = wait_task(api, task, timeout_s=290)
+    result = fix_calc(api, task, harness, binary, 300)
     assert result.state is JobState.done, (result.error, result.artifacts)
     artifacts = result.artifacts
     assert artifacts["exit_code"] == 0, artifacts.get("stderr_tail")

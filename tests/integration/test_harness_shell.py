@@ -49,6 +49,17 @@ def submit_task(api: httpx.Client, **body: Any) -> str:
     return job_id
 
 
+def submit_hanging_agent(api: httpx.Client, task: str, timeout_s: int) -> str:
+    """A shell harness whose agent makes its one model call, then hangs until it is stopped."""
+    return submit_task(
+        api,
+        task_id=task,
+        timeout_seconds=timeout_s,
+        runtime={"prepare": [WRITE_AGENT]},
+        agent={"harness": "shell", "command": "python agent.py && sleep 600"},
+    )
+
+
 def wait_task(api: httpx.Client, task: str, timeout_s: float) -> JobResult:
     """GET /rollout/task/{id} until it completes; its one session's result."""
     [session] = wait_task_completed(api, task, timeout_s)["sessions"]
@@ -131,13 +142,7 @@ def test_test_on_output_scores_what_the_agent_left_and_the_patch_shows_it(api: h
 def test_timeout_still_returns_the_traces_captured(api: httpx.Client) -> None:
     task = task_id("shell-timeout")
     started = time.monotonic()
-    job_id = submit_task(
-        api,
-        task_id=task,
-        timeout_seconds=20,
-        runtime={"prepare": [WRITE_AGENT]},
-        agent={"harness": "shell", "command": "python agent.py && sleep 600"},
-    )
+    job_id = submit_hanging_agent(api, task, timeout_s=20)
     result = wait_state(api, job_id, {"timeout", "failed", "done", "cancelled"}, timeout_s=60)
     assert result.state is JobState.timeout, result
     assert time.monotonic() - started < 50
@@ -150,13 +155,7 @@ def test_timeout_still_returns_the_traces_captured(api: httpx.Client) -> None:
 
 def test_cancel_stops_the_harness_and_keeps_its_traces(api: httpx.Client, farm: LocalFarm) -> None:
     task = task_id("shell-cancel")
-    job_id = submit_task(
-        api,
-        task_id=task,
-        timeout_seconds=300,
-        runtime={"prepare": [WRITE_AGENT]},
-        agent={"harness": "shell", "command": "python agent.py && sleep 600"},
-    )
+    job_id = submit_hanging_agent(api, task, timeout_s=300)
     wait_until(lambda: recorded_completions(farm, task), 60, interval_s=0.05, what="the agent's model call")
     cancelled_at = time.monotonic()
     assert api.post("/cancel", json={"job_id": job_id}).status_code == 200

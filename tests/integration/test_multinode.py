@@ -3,19 +3,17 @@ runs on the node that initialised it, and work spreads over both."""
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 import redis
 
 from farm import keys
-from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobState
+from tests.farms import temp_farm
 from tests.integration.jobs import submit, wait_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # its own three-node farm: the CI slow step
@@ -23,8 +21,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]  # its own three-node f
 
 @pytest.fixture(scope="module")
 def two_nodes() -> Iterator[LocalFarm]:
-    logs = Path(tempfile.mkdtemp(prefix="farm-nodes-"))
-    server = EmbeddedRedis().start()
     workers = [
         WorkerSpec("init", concurrency=2, node="node-a", name="a-init"),
         WorkerSpec("run", concurrency=4, node="node-a", name="a-run"),
@@ -32,17 +28,9 @@ def two_nodes() -> Iterator[LocalFarm]:
         WorkerSpec("run", concurrency=4, node="node-b", name="b-run"),
         WorkerSpec("eval", concurrency=4),
     ]
-    farm = LocalFarm(
-        redis_url=server.url,
-        workers=workers,
-        env={"FARM_WORKDIR": str(logs / "work")},
-        llm_args=["--token-latency-ms", "2"],
-        log_dir=logs,
-    )
-    farm.start(timeout_s=90)
-    yield farm
-    farm.stop()
-    server.stop()
+    farm = temp_farm("farm-nodes-", workers=workers, llm_args=["--token-latency-ms", "2"])
+    with farm.start(timeout_s=90):
+        yield farm
 
 
 def test_run_stays_on_the_init_node_and_work_spreads(two_nodes: LocalFarm) -> None:

@@ -4,7 +4,6 @@ the bottleneck, init takes urgent jobs first, and sandboxes orphaned by a dead i
 from __future__ import annotations
 
 import json
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -17,8 +16,8 @@ import redis
 from containers import SandboxSpec
 from containers.local import LocalRuntime
 from farm import keys
-from farm.embedded_redis import EmbeddedRedis
-from farm.launcher import LocalFarm, WorkerSpec
+from farm.launcher import LocalFarm
+from tests.farms import stage_workers, temp_farm
 from tests.integration.jobs import wait_state
 from tests.waiting import wait_until
 
@@ -30,33 +29,16 @@ TERMINAL = {"done", "failed", "cancelled", "timeout"}
 
 
 @pytest.fixture(scope="module")
-def slow_run_farm() -> Iterator[LocalFarm]:
+def farm() -> Iterator[LocalFarm]:
     """One init and one run slot, a slow model (run is the bottleneck), a READY buffer of 2."""
-    logs = Path(tempfile.mkdtemp(prefix="farm-pipeline-"))
-    server = EmbeddedRedis().start()
-    farm = LocalFarm(
-        redis_url=server.url,
-        workers=[WorkerSpec("init", concurrency=1), WorkerSpec("run", concurrency=1), WorkerSpec("eval")],
-        llm_servers=1,
+    farm = temp_farm(
+        "farm-pipeline-",
+        workers=stage_workers(1, 1),
         llm_args=["--accuracy", "1", "--token-latency-ms", "12"],
-        env={
-            "FARM_WORKDIR": str(logs / "work"),
-            "FARM_READY_BUFFER": str(READY_BUFFER),
-            "FARM_ORPHAN_GRACE_S": "1",
-        },
-        log_dir=logs,
+        env={"FARM_READY_BUFFER": str(READY_BUFFER), "FARM_ORPHAN_GRACE_S": "1"},
     )
-    farm.start(timeout_s=90)
-    farm.workdir = logs / "work"  # type: ignore[attr-defined]
-    yield farm
-    farm.stop()
-    server.stop()
-
-
-@pytest.fixture
-def papi(slow_run_farm: LocalFarm) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=slow_run_farm.api_url, timeout=60) as client:
-        yield client
+    with farm.start(timeout_s=90):
+        yield farm
 
 
 def _submit(api: httpx.Client, name: str, priority: int = 0) -> str:
@@ -85,25 +67,25 @@ def _wait_all(api: httpx.Client, job_ids: list[str], timeout_s: float = 120) -> 
     )
 
 
-def test_ready_buffer_bounds_prepared_sandboxes(papi: httpx.Client) -> None:
+def test_ready_buffer_bounds_prepared_sandboxes(api: httpx.Client) -> None:
     held: list[int] = []
     stop = threading.Event()
 
     def watch() -> None:
-        with httpx.Client(base_url=str(papi.base_url), timeout=10) as client:
+        with httpx.Client(base_url=str(api.base_url), timeout=10) as client:
             while not stop.is_set():  # a sample every 50 ms until told to stop
                 held.append(sum(client.get("/status").json()["ready"].values()))
                 stop.wait(0.05)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    jobs = [_submit(papi, "ready") for _ in range(6)]
+    jobs = [_submit(api, "ready") for _ in range(6)]
     try:
-        assert len(_wait_all(papi, jobs)) == len(jobs)
+        assert len(_wait_all(api, jobs)) == len(jobs)
     finally:
         stop.set()
         watcher.join()
-    results = [papi.get(f"/jobs/{j}").json() for j in jobs]
+    results = [api.get(f"/jobs/{j}").json() for j in jobs]
     assert [r["state"] for r in results] == ["done"] * len(jobs)
     assert max(held) == READY_BUFFER  # run lagged, so the buffer filled, and it never overflowed
     assert held[-1] == 0  # every slot was given back
@@ -113,33 +95,33 @@ def test_ready_buffer_bounds_prepared_sandboxes(papi: httpx.Client) -> None:
     assert max(r["timings"]["init"] for r in results) < waited
 
 
-def test_init_takes_urgent_jobs_first(papi: httpx.Client) -> None:
-    normal = [_submit(papi, "normal") for _ in range(6)]
+def test_init_takes_urgent_jobs_first(api: httpx.Client) -> None:
+    normal = [_submit(api, "normal") for _ in range(6)]
     # the normal jobs are queued behind the full buffer (jobs past init hold every READY slot)
     wait_until(
-        lambda: sum(papi.get("/status").json()["ready"].values()),
+        lambda: sum(api.get("/status").json()["ready"].values()),
         30,
         accept=lambda held: held == READY_BUFFER,
         interval_s=0.02,
         what="a full READY buffer",
     )
-    urgent = _submit(papi, "urgent", priority=9)
-    order = _wait_all(papi, [*normal, urgent])
+    urgent = _submit(api, "urgent", priority=9)
+    order = _wait_all(api, [*normal, urgent])
     assert len(order) == 7
     # Ahead of it finish only jobs already past the init queue: one running, READY_BUFFER prepared and
     # one that the init worker holds while it waits for a slot; every other normal job comes after.
     assert order.index(urgent) <= READY_BUFFER + 2, order
 
 
-def test_orphaned_sandbox_is_stopped(slow_run_farm: LocalFarm, papi: httpx.Client) -> None:
-    runtime = LocalRuntime(Path(slow_run_farm.workdir) / "sandboxes")  # type: ignore[attr-defined]
-    finished = _submit(papi, "finished")
-    assert wait_state(papi, finished, TERMINAL, timeout_s=60).state.value == "done"
+def test_orphaned_sandbox_is_stopped(farm: LocalFarm, api: httpx.Client) -> None:
+    runtime = LocalRuntime(Path(farm.scratch_dir) / "sandboxes")
+    finished = _submit(api, "finished")
+    assert wait_state(api, finished, TERMINAL, timeout_s=60).state.value == "done"
     # As if init of these jobs had been killed right after starting their sandboxes:
     ghost = runtime.start(SandboxSpec(die_with_parent=False, ttl_s=600, labels={"job_id": "never-submitted"}))
     stale = runtime.start(SandboxSpec(die_with_parent=False, ttl_s=600, labels={"job_id": finished}))
     # ...and one that a live job still records as its own is left alone.
-    client = redis.Redis.from_url(slow_run_farm.redis_url, decode_responses=True)
+    client = redis.Redis.from_url(farm.redis_url, decode_responses=True)
     owned_id = f"owned-{uuid.uuid4().hex[:6]}"
     owned = runtime.start(SandboxSpec(die_with_parent=False, ttl_s=600, labels={"job_id": owned_id}))
     client.hset(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -16,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from farm.embedded_redis import EmbeddedRedis
-from farm.launcher import LocalFarm, WorkerSpec
+from farm.launcher import LocalFarm
 from farm.models.results import JobResult, JobState, Trace
+from tests.farms import stage_workers, temp_farm
 from tests.waiting import wait_until
 
 # Slow: a farm of its own for the torch policy (about 35 s). With `[test]` alone it skips; CI runs it in
@@ -64,28 +63,18 @@ def assert_trace_aligned(trace: Trace) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_farm() -> Iterator[LocalFarm]:
-    logs = Path(tempfile.mkdtemp(prefix="farm-tiny-"))
-    server = EmbeddedRedis().start()
-    farm = LocalFarm(
-        redis_url=server.url,
-        workers=[WorkerSpec("init", concurrency=4), WorkerSpec("run", concurrency=8), WorkerSpec("eval")],
-        llm_policy="tiny",
-        llm_servers=1,
-        llm_args=["--seed", "3"],
-        # swe repositories are built under the scratch folder: an allowed root (handlers/host_files.py)
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_HOST_FILE_ROOTS": str(logs / "swe-repos")},
-        log_dir=logs,
-    )
-    farm.start(timeout_s=120)
-    farm.scratch = logs  # type: ignore[attr-defined]
-    yield farm
-    farm.stop()
-    server.stop()
+    # swe repositories are built in each test's tmp_path: an allowed root for the farms of this session
+    # (tests/conftest.py `host_file_roots`; handlers/host_files.py)
+    farm = temp_farm("farm-tiny-", workers=stage_workers(4, 8), llm_policy="tiny", llm_args=["--seed", "3"])
+    with farm.start(timeout_s=120):
+        yield farm
 
 
 @pytest.mark.parametrize("handler", sorted(INSTANCES))
-def test_garbage_policy_rollouts_all_end_well_formed(tiny_farm: LocalFarm, handler: str) -> None:
-    instance = INSTANCES[handler](tiny_farm.scratch)  # type: ignore[attr-defined]
+def test_garbage_policy_rollouts_all_end_well_formed(
+    tiny_farm: LocalFarm, handler: str, tmp_path: Path
+) -> None:
+    instance = INSTANCES[handler](tmp_path)
     task_id = f"tiny-{handler}-{uuid.uuid4().hex[:6]}"
     with httpx.Client(base_url=tiny_farm.api_url, timeout=60) as api:
         body = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import signal
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,8 @@ import pytest
 from containers import procs
 from containers.local import read_recorded
 from containers.warm_pool import OWNER_LABEL
-from farm.embedded_redis import EmbeddedRedis
-from farm.launcher import LocalFarm, WorkerSpec
+from farm.launcher import LocalFarm
+from tests.farms import stage_workers, temp_farm
 from tests.integration.jobs import wait_state
 from tests.waiting import wait_until
 
@@ -28,38 +27,20 @@ MATH = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507
 TERMINAL = {"done", "failed", "cancelled", "timeout"}
 
 
-def _farm(server: EmbeddedRedis, logs: Path) -> LocalFarm:
-    return LocalFarm(
-        redis_url=server.url,
-        workers=[WorkerSpec("init", concurrency=2), WorkerSpec("run", concurrency=4), WorkerSpec("eval")],
-        llm_servers=1,
+def _farm(prefix: str) -> LocalFarm:
+    return temp_farm(
+        prefix,
+        workers=stage_workers(2, 4),
         llm_args=["--accuracy", "1"],
-        env={
-            "FARM_WORKDIR": str(logs / "work"),
-            "FARM_WARM_POOL": "4",
-            "FARM_WARM_POOL_IDLE_S": "120",
-            "FARM_ORPHAN_GRACE_S": "1",
-        },
-        log_dir=logs,
+        env={"FARM_WARM_POOL": "4", "FARM_WARM_POOL_IDLE_S": "120", "FARM_ORPHAN_GRACE_S": "1"},
     )
 
 
 @pytest.fixture(scope="module")
-def warm_farm() -> Iterator[LocalFarm]:
-    logs = Path(tempfile.mkdtemp(prefix="farm-warm-"))
-    server = EmbeddedRedis().start()
-    farm = _farm(server, logs)
-    farm.start(timeout_s=120)
-    farm.workdir = logs / "work"  # type: ignore[attr-defined]
-    yield farm
-    farm.stop()
-    server.stop()
-
-
-@pytest.fixture
-def wapi(warm_farm: LocalFarm) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=warm_farm.api_url, timeout=60) as client:
-        yield client
+def farm() -> Iterator[LocalFarm]:
+    farm = _farm("farm-warm-")
+    with farm.start(timeout_s=120):
+        yield farm
 
 
 def _metric(api: httpx.Client, name: str) -> float:
@@ -90,22 +71,22 @@ def _pooled(workdir: Path) -> list[tuple[str, str]]:
     return found
 
 
-def test_jobs_claim_pooled_sandboxes(wapi: httpx.Client) -> None:
-    assert _run(wapi, 2) == ["done", "done"]  # the spec is learnt (two cold starts)
-    filled = lambda: _metric(wapi, "farm_warm_sandboxes")  # noqa: E731
+def test_jobs_claim_pooled_sandboxes(api: httpx.Client) -> None:
+    assert _run(api, 2) == ["done", "done"]  # the spec is learnt (two cold starts)
+    filled = lambda: _metric(api, "farm_warm_sandboxes")  # noqa: E731
     wait_until(filled, 60, accept=lambda n: n >= 2, what="a filled pool")
-    assert _run(wapi, 6) == ["done"] * 6
-    wait_until(lambda: _metric(wapi, "farm_warm_claims_total"), 15, accept=lambda n: n >= 2, what="claims")
-    workers = wapi.get("/status").json()["workers"]
+    assert _run(api, 6) == ["done"] * 6
+    wait_until(lambda: _metric(api, "farm_warm_claims_total"), 15, accept=lambda n: n >= 2, what="claims")
+    workers = api.get("/status").json()["workers"]
     pools = [w["warm_pool"] for w in workers if w.get("warm_pool")]
     assert len(pools) == 1 and pools[0]["hits"] >= 2  # only the init worker owns a pool
 
 
-def test_a_killed_init_worker_leaves_no_pooled_sandbox(warm_farm: LocalFarm, wapi: httpx.Client) -> None:
-    workdir = Path(warm_farm.workdir)  # type: ignore[attr-defined]
+def test_a_killed_init_worker_leaves_no_pooled_sandbox(farm: LocalFarm, api: httpx.Client) -> None:
+    workdir = Path(farm.scratch_dir)
     wait_until(lambda: _pooled(workdir), 60, accept=lambda p: len(p) >= 2, what="pooled sandboxes")
     handles = [read_recorded(workdir / "sandboxes" / i) for i, _ in _pooled(workdir)]
-    warm_farm.kill("worker-init-0", signal.SIGKILL)
+    farm.kill("worker-init-0", signal.SIGKILL)
     # the run and eval workers' orphan sweeps (one every 10 s per host) find the owner gone
     wait_until(lambda: _pooled(workdir), 45, accept=lambda p: not p, interval_s=0.5, what="the pool stopped")
     assert not [h.id for h in handles if procs.is_same_process(h.init_pid, h.init_start)]
@@ -115,17 +96,12 @@ def test_a_killed_init_worker_leaves_no_pooled_sandbox(warm_farm: LocalFarm, wap
 def test_a_stopped_farm_leaves_no_pooled_sandbox() -> None:
     """SIGTERM: the init worker stops its pool on its way out (what it cannot finish within its stop
     deadline would be a dead owner's pool, for the next sweep)."""
-    logs = Path(tempfile.mkdtemp(prefix="farm-warm-stop-"))
-    server = EmbeddedRedis().start()
-    farm = _farm(server, logs)
-    try:
-        farm.start(timeout_s=120)
+    farm = _farm("farm-warm-stop-")
+    workdir = Path(farm.scratch_dir)
+    with farm.start(timeout_s=120):
         with httpx.Client(base_url=farm.api_url, timeout=60) as api:
             assert _run(api, 2) == ["done", "done"]
-        wait_until(lambda: _pooled(logs / "work"), 60, accept=lambda p: len(p) >= 2, what="pooled sandboxes")
-        handles = [read_recorded(logs / "work" / "sandboxes" / i) for i, _ in _pooled(logs / "work")]
-    finally:
-        farm.stop()
-        server.stop()
+        wait_until(lambda: _pooled(workdir), 60, accept=lambda p: len(p) >= 2, what="pooled sandboxes")
+        handles = [read_recorded(workdir / "sandboxes" / i) for i, _ in _pooled(workdir)]
     assert not [h.id for h in handles if procs.is_same_process(h.init_pid, h.init_start)]
-    assert not _pooled(logs / "work")
+    assert not _pooled(workdir)

@@ -6,7 +6,6 @@ The issue's failure: a Llama 3.1 model's calls under the vocabulary's guess (`he
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from farm.chat.tokenizer import ChatTokenizer
 from farm.handler.context import JobContext
 from farm.inference.generation import Generation
 from farm.jobs.spec import JobSpec
-from farm.models.results import Timings
+from tests.job_contexts import job_context
 
 LLAMA_CALL = '{"name": "python", "parameters": {"code": "print(6 * 7)"}}'
 
@@ -44,18 +43,7 @@ def context(
     tokenizer = ChatTokenizer.load()
     policy = CannedPolicy(tokenizer, texts, backend)
     spec = JobSpec(job_id="j1", handler="math", instance={}, timeout_s=60, metadata=metadata or {})
-    return JobContext(
-        spec=spec,
-        instance=spec,
-        stage="run",
-        node="n",
-        workdir=Path("/tmp"),
-        deadline=time.monotonic() + 60,
-        timings_before=Timings(),
-        interruption=lambda: None,
-        policy_factory=lambda ctx: policy,  # type: ignore[arg-type,return-value]
-        tokenizer_factory=lambda: tokenizer,
-    )
+    return job_context(spec, spec, workdir=Path("/tmp"), policy=policy, tokenizer=lambda: tokenizer)
 
 
 PYTHON = FunctionTool("python", "run code", {"type": "object", "required": ["code"]}, lambda a: "42")

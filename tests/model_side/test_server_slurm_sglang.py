@@ -7,16 +7,12 @@ arguments and runs the farm's reference server as SGLang (`farm llm serve --emul
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from farm.embedded_redis import free_port, redis_server_binary
-from tests.ops.test_slurm_local import SLURM, Nodes, eventually, status, two_free_ports
+from tests.ops.slurm_nodes import Nodes, eventually, status, three_nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,15 +22,8 @@ set -euo pipefail
 [[ "$1 $2" == "-m sglang.launch_server" ]] || exit 64
 echo "$*" >"$(dirname "$0")/args-$$"
 shift 2
-host=127.0.0.1
 port=30000
-while (($#)); do
-    case "$1" in
-    --host) host="$2"; shift 2 ;;
-    --port) port="$2"; shift 2 ;;
-    *) shift ;;
-    esac
-done
+{take_host_port}
 exec {python} -m farm.cli llm serve --emulate sglang --policy scripted --accuracy 1.0 \\
     --host "$host" --port "$port"
 """
@@ -42,50 +31,13 @@ exec {python} -m farm.cli llm serve --emulate sglang --policy scripted --accurac
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
-    shared = tmp_path_factory.mktemp("farm-shared-sglang")
-    llm_bin = shared / "sglang-venv" / "bin"
-    llm_bin.mkdir(parents=True)
-    (llm_bin / "python").write_text(SGLANG_STAND_IN.format(python=sys.executable))
-    (llm_bin / "python").chmod(0o755)
-    api_port, flower_port = free_port(), free_port()
-    path = os.pathsep.join(
-        [str(Path(sys.executable).parent), str(Path(redis_server_binary()).parent), os.environ["PATH"]]
-    )
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("FARM_", "SLURM", "CUDA_"))},
-        "PATH": path,
-        "FARM_OPS_DIR": str(SLURM),
-        "FARM_SHARED_DIR": str(shared),
-        "FARM_BIND_HOST": "127.0.0.1",
-        "FARM_HEAD_HOST": "127.0.0.1",
-        "FARM_LLM_HOST": "127.0.0.1",
-        "FARM_REDIS_PORT": str(free_port()),
-        "FARM_REDIS_DIR": str(shared / "redis"),
-        "FARM_API_PORT": str(api_port),
-        "FARM_FLOWER_PORT": str(flower_port),
-        "FARM_STOP_GRACE_S": "20",
-        "FARM_HEAD_WAIT_S": "90",
-        "FARM_WORKDIR": str(shared / "work"),
-    }
-    farm = Nodes(env, shared, f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{flower_port}", llm_bin)
-    try:
-        farm.start("head-0", "head.sh")
-        eventually(lambda: (shared / "head.env").exists(), 90, "no head.env")
-        farm.start("cpu-a", "cpu-node.sh", FARM_NODE_QUEUES="init,run,eval", FARM_RUN_CONCURRENCY="2")
-        farm.start(
-            "gpu-a",
-            "gpu-node.sh",
-            FARM_LLM_ENGINE="sglang",
-            FARM_MODEL="Qwen/Qwen3-8B",
-            FARM_LLM_VENV=str(llm_bin.parent),
-            FARM_LLM_PORT=str(two_free_ports()),
-            FARM_LLM_READY_WAIT_S="90",
-            CUDA_VISIBLE_DEVICES="0,1",
-            FARM_LLM_TP="1",
-        )
+    with three_nodes(
+        tmp_path_factory.mktemp("farm-shared-sglang"),
+        ("python", SGLANG_STAND_IN),
+        cpu={"FARM_RUN_CONCURRENCY": "2"},
+        gpu={"FARM_LLM_ENGINE": "sglang", "FARM_MODEL": "Qwen/Qwen3-8B"},
+    ) as farm:
         yield farm
-    finally:
-        farm.kill_all()
 
 
 def test_sglang_servers_register_as_sglang_and_serve_a_rollout(nodes: Nodes) -> None:

@@ -9,164 +9,40 @@ arguments and runs the farm's reference server (`farm llm serve`, which speaks t
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TypeVar
+from collections.abc import Iterator
 
 import httpx
 import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from farm.embedded_redis import free_port, redis_server_binary
-from tests.ops.conftest import OPS
+from tests.ops.slurm_nodes import Nodes, eventually, status, three_nodes
 from tests.ops.test_prometheus import metric_names_used
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-SLURM = OPS / "slurm"
-T = TypeVar("T")
 
 VLLM_STAND_IN = """#!/usr/bin/env bash
 # `vllm serve MODEL --host H --port P [...]` -> the farm's reference server on H:P.
 set -euo pipefail
 [[ "$1" == serve ]] || exit 64
 shift 2
-host=127.0.0.1
 port=8001
-while (($#)); do
-    case "$1" in
-    --host) host="$2"; shift 2 ;;
-    --port) port="$2"; shift 2 ;;
-    *) shift ;;
-    esac
-done
+{take_host_port}
 echo "$CUDA_VISIBLE_DEVICES" >"$(dirname "$0")/devices-$port"
 exec {python} -m farm.cli llm serve --policy scripted --accuracy 1.0 --host "$host" --port "$port"
 """
 
 
-def eventually(probe: Callable[[], T], timeout_s: float, what: str) -> T:
-    return wait_until(probe, timeout_s, what=what, interval_s=0.1, ignore=(httpx.HTTPError,))
-
-
-def two_free_ports() -> int:
-    while True:
-        port = free_port()
-        if port < 65535 and free_port_at(port + 1):
-            return port
-
-
-def free_port_at(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-@dataclass
-class Nodes:
-    env: dict[str, str]
-    shared: Path
-    api_url: str
-    flower_url: str
-    llm_bin: Path
-    scripts: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-
-    def start(self, name: str, script: str, **extra: str) -> None:
-        log = open(self.shared / f"{name}.out", "ab")  # noqa: SIM115 (owned by the child)
-        self.scripts[name] = subprocess.Popen(
-            [str(SLURM / script)],
-            env={**self.env, "SLURMD_NODENAME": name, **extra},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def descendants(self) -> list[psutil.Process]:
-        found = []
-        for proc in self.scripts.values():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                found += psutil.Process(proc.pid).children(recursive=True)
-        return found
-
-    def kill_all(self) -> None:
-        for proc in self.descendants():
-            proc.kill()
-        for proc in self.scripts.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-
-
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
-    shared = tmp_path_factory.mktemp("farm-shared")
-    llm_bin = shared / "llm-venv" / "bin"
-    llm_bin.mkdir(parents=True)
-    (llm_bin / "vllm").write_text(VLLM_STAND_IN.format(python=sys.executable))
-    (llm_bin / "vllm").chmod(0o755)
-    api_port, flower_port = free_port(), free_port()
-    path = os.pathsep.join(
-        [str(Path(sys.executable).parent), str(Path(redis_server_binary()).parent), os.environ["PATH"]]
-    )
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("FARM_", "SLURM", "CUDA_"))},
-        "PATH": path,
-        "FARM_OPS_DIR": str(SLURM),
-        "FARM_SHARED_DIR": str(shared),
-        "FARM_BIND_HOST": "127.0.0.1",
-        "FARM_HEAD_HOST": "127.0.0.1",
-        "FARM_LLM_HOST": "127.0.0.1",
-        "FARM_REDIS_PORT": str(free_port()),
-        "FARM_REDIS_DIR": str(shared / "redis"),
-        "FARM_API_PORT": str(api_port),
-        "FARM_FLOWER_PORT": str(flower_port),
-        "FARM_STOP_GRACE_S": "20",
-        "FARM_HEAD_WAIT_S": "90",
-        "FARM_WORKDIR": str(shared / "work"),
-    }
-    farm = Nodes(env, shared, f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{flower_port}", llm_bin)
-    try:
-        farm.start("head-0", "head.sh")
-        eventually(lambda: (shared / "head.env").exists(), 90, "no head.env")
-        farm.start(
-            "cpu-a",
-            "cpu-node.sh",
-            FARM_NODE_QUEUES="init,run,eval",
-            FARM_INIT_CONCURRENCY="2",
-            FARM_RUN_CONCURRENCY="4",
-            FARM_EVAL_CONCURRENCY="2",
-        )
-        farm.start(
-            "gpu-a",
-            "gpu-node.sh",
-            FARM_LLM_ENGINE="vllm",
-            FARM_MODEL="scripted",
-            FARM_LLM_VENV=str(llm_bin.parent),
-            FARM_LLM_PORT=str(two_free_ports()),
-            FARM_LLM_READY_WAIT_S="90",
-            CUDA_VISIBLE_DEVICES="0,1",
-            FARM_LLM_TP="1",
-        )
+    with three_nodes(
+        tmp_path_factory.mktemp("farm-shared"),
+        ("vllm", VLLM_STAND_IN),
+        cpu={"FARM_INIT_CONCURRENCY": "2", "FARM_RUN_CONCURRENCY": "4", "FARM_EVAL_CONCURRENCY": "2"},
+        gpu={"FARM_LLM_ENGINE": "vllm", "FARM_MODEL": "scripted"},
+    ) as farm:
         yield farm
-    finally:
-        farm.kill_all()
-
-
-def status(nodes: Nodes) -> dict:
-    return httpx.get(f"{nodes.api_url}/status", timeout=5).raise_for_status().json()
 
 
 def test_nodes_join_with_their_names_and_backends_register(nodes: Nodes) -> None:

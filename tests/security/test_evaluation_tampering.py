@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,10 @@ from containers.spec import SandboxSpec
 from farm.handler.context import JobContext
 from farm.handler.protocol import RunOutput
 from farm.jobs.spec import JobSpec
-from farm.models.results import Timings
 from handlers.evaluation_guard import changed_implicit, refused_patch_paths, scan_implicit, trusted_path
 from handlers.harness.evaluators import OutputTestConfig, OutputTestEvaluator, RunFacts
 from handlers.harness.instance import HarnessInstance
+from tests.job_contexts import job_context
 
 HIDDEN_TEST = "def test_the_task():\n    assert False, 'not solved'\n"
 CONFIG = OutputTestConfig(
@@ -56,18 +55,7 @@ def pytest_runtest_makereport(item, call):
 def context() -> JobContext:
     raw = {"handler": "harness", "instruction": "do", "harness": "shell"}
     job = JobSpec(job_id="tamper", handler="harness", instance=raw, timeout_s=300)
-    return JobContext(
-        spec=job,
-        instance=HarnessInstance.model_validate(raw),
-        stage="run",
-        node="n",
-        workdir=Path("/nonexistent"),
-        deadline=time.monotonic() + 300,
-        timings_before=Timings(),
-        interruption=lambda: None,
-        policy_factory=lambda ctx: None,  # type: ignore[arg-type,return-value]
-        tokenizer_factory=lambda: None,  # type: ignore[arg-type,return-value]
-    )
+    return job_context(job, HarnessInstance.model_validate(raw))
 
 
 @pytest.fixture

@@ -14,6 +14,14 @@ from containers.sandbox import Sandbox
 REFUSED = (OSError, RuntimeError, ValueError, ExecServerError)
 
 
+def planted_host_dir(sandbox: Sandbox, tmp_path: Path, link: str) -> Path:
+    """A new, empty host directory outside the workspace, and `link` (its parents made) pointing at it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    sandbox.exec(f"mkdir -p $(dirname {link}) && ln -s {outside} {link}")
+    return outside
+
+
 def test_download_of_a_link_to_a_host_file_does_not_read_it(
     sandbox: Sandbox, host_secret: Path, tmp_path: Path
 ) -> None:
@@ -47,9 +55,7 @@ def test_upload_through_a_planted_directory_link_writes_nothing_outside(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
     """ln -s <host dir> target; the farm uploads a file to target/x (a prepare step)."""
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    sandbox.exec(f"ln -s {outside} target")
+    outside = planted_host_dir(sandbox, tmp_path, "target")
     payload = tmp_path / "payload"
     payload.write_text("planted\n")
     with contextlib.suppress(REFUSED):
@@ -73,9 +79,7 @@ def test_upload_of_a_directory_into_a_planted_link_writes_nothing_outside(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
     """mkdir repo; ln -s <host dir> repo/sub; the farm uploads a directory with sub/ into repo."""
-    outside = tmp_path / "outside-dir"
-    outside.mkdir()
-    sandbox.exec(f"mkdir repo && ln -s {outside} repo/sub")
+    outside = planted_host_dir(sandbox, tmp_path, "repo/sub")
     tree = tmp_path / "tree"
     (tree / "sub").mkdir(parents=True)
     (tree / "sub" / "f.py").write_text("x = 1\n")

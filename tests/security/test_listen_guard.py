@@ -16,7 +16,7 @@ import pytest
 
 from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.web.listen_guard import InsecureListen, check_listen, is_loopback
-from tests.waiting import wait_until
+from tests.waiting import wait_answering
 
 
 def farm_env(redis_url: str, **extra: str) -> dict[str, str]:
@@ -61,13 +61,7 @@ def exposed_api(redis_server: EmbeddedRedis) -> Iterator[int]:
         stderr=subprocess.PIPE,
     )
     try:
-        wait_until(
-            lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200,
-            60,
-            what="the API",
-            interval_s=0.2,
-            ignore=(httpx.HTTPError,),
-        )
+        wait_answering(f"http://127.0.0.1:{port}/healthz", 60, what="the API", interval_s=0.2)
         yield port
     finally:
         proc.terminate()

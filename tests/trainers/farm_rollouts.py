@@ -10,7 +10,6 @@ last turn is cut by max_tokens, and a second job of each group leaves two traces
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +20,8 @@ from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
 from farm.inference.generation import Generation
 from farm.jobs.spec import JobSpec
-from farm.models import JobResult, Timings
+from farm.models import JobResult
+from tests.job_contexts import job_context
 
 TOOLS = [
     {
@@ -79,18 +79,8 @@ def context(job_id: str, metadata: dict[str, Any], task_id: str | None) -> JobCo
     spec = JobSpec(
         job_id=job_id, handler="tool_agent", instance={}, timeout_s=60, metadata=metadata, task_id=task_id
     )
-    return JobContext(
-        spec=spec,
-        instance=HandlerInstance(handler="tool_agent"),
-        stage="eval",
-        node="test",
-        workdir=Path("."),
-        deadline=time.monotonic() + 60,
-        timings_before=Timings(),
-        interruption=lambda: None,
-        policy_factory=lambda ctx: None,  # type: ignore[arg-type,return-value]
-        tokenizer_factory=tokenizer,
-    )
+    instance = HandlerInstance(handler="tool_agent")
+    return job_context(spec, instance, stage="eval", node="test", workdir=Path("."), tokenizer=tokenizer)
 
 
 def job(job_id: str, group: str, reward: float, *, cut: bool = False, per_turn: bool = False) -> JobResult:

@@ -5,7 +5,6 @@ every trainer checker accepts."""
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +12,9 @@ import pytest
 
 from farm.adapters import flatten, to_nemo_rl, to_skyrl, to_slime_samples, to_verl
 from farm.client import FarmClient
-from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models import JobState
+from tests.farms import temp_farm
 from tests.trainers.test_nemo_rl import collate, flat
 from tests.trainers.test_skyrl import check_generator_output
 from tests.trainers.test_slime import check_samples
@@ -28,20 +27,13 @@ PROBLEMS = Path(__file__).resolve().parents[2] / "handlers" / "math" / "problems
 
 @pytest.fixture(scope="module")
 def farm() -> Iterator[LocalFarm]:
-    logs = Path(tempfile.mkdtemp(prefix="farm-trainers-test-"))
-    redis_server = EmbeddedRedis().start()
-    local = LocalFarm(
-        redis_url=redis_server.url,
+    local = temp_farm(
+        "farm-trainers-test-",
         workers=[WorkerSpec("init,eval", concurrency=2), WorkerSpec("run", concurrency=4)],
-        llm_servers=1,
         llm_args=["--accuracy", "0.5", "--seed", "3"],
-        env={"FARM_WORKDIR": str(logs / "work")},
-        log_dir=logs,
     )
-    local.start(timeout_s=90)
-    yield local
-    local.stop()
-    redis_server.stop()
+    with local.start(timeout_s=90):
+        yield local
 
 
 def test_farm_traces_pass_every_trainer_checker(farm: LocalFarm) -> None:

@@ -8,12 +8,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-import redis
 
 from farm.embedded_redis import EmbeddedRedis
-from farm.launcher import LocalFarm, WorkerSpec
+from farm.launcher import LocalFarm
+from tests.farms import emptied, stage_workers, temp_farm
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -24,31 +23,15 @@ RUNS_DIR = Path(tempfile.mkdtemp(prefix="farm-ui-runs-"))
 
 @pytest.fixture(scope="session")
 def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
-    logs = Path(tempfile.mkdtemp(prefix="farm-ui-logs-"))
-    flush = redis.Redis.from_url(redis_server.url)
-    flush.flushdb()
-    flush.close()
-    local = LocalFarm(
-        redis_url=redis_server.url,
-        workers=[
-            WorkerSpec("init", concurrency=2),
-            WorkerSpec("run", concurrency=4),
-            WorkerSpec("eval", concurrency=2),
-        ],
-        llm_servers=1,
+    local = temp_farm(
+        "farm-ui-logs-",
+        redis_url=emptied(redis_server.url),
+        workers=stage_workers(2, 4, 2),
         llm_args=["--accuracy", "0.5", "--seed", "7", "--token-latency-ms", "2"],
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_RUNS_DIR": str(RUNS_DIR)},
-        log_dir=logs,
+        env={"FARM_RUNS_DIR": str(RUNS_DIR)},
     )
-    local.start(timeout_s=90)
-    yield local
-    local.stop()
-
-
-@pytest.fixture
-def api(farm: LocalFarm) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=farm.api_url, timeout=60) as client:
-        yield client
+    with local.start(timeout_s=90):
+        yield local
 
 
 @pytest.fixture(scope="session")
@@ -71,10 +54,3 @@ def screenshot(driver: object, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     driver.save_screenshot(str(path))  # type: ignore[attr-defined]
     return path
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """Every test in this folder is an integration test (a `pytestmark` here would mark nothing: it
-    applies to the module it is written in, and a conftest holds no test)."""
-    if item.get_closest_marker("integration") is None:
-        item.add_marker(pytest.mark.integration)

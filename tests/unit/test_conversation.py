@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
-from farm.inference.generation import Generation
+from farm.inference.generation import FinishReason, Generation
 
 TOOLS = [
     {
@@ -22,17 +22,14 @@ TOOLS = [
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
 
 
+def generation(ids: list[int], logprob: float, finish_reason: FinishReason = "stop") -> Generation:
+    """What a backend returns having sampled `ids`, each at `logprob`."""
+    logprobs = [logprob] * len(ids)
+    return Generation(token_ids=ids, logprobs=logprobs, finish_reason=finish_reason, backend="test")
+
+
 def sampled(tok: ChatTokenizer, message: dict) -> Generation:
-    ids = tok.encode(tok.assistant_text(message))
-    return Generation(
-        token_ids=ids,
-        logprobs=[-0.5] * len(ids),
-        finish_reason="stop",
-        text="",
-        prompt_tokens=0,
-        backend="test",
-        latency_s=0.0,
-    )
+    return generation(tok.encode(tok.assistant_text(message)), -0.5)
 
 
 @settings(max_examples=80, deadline=None)
@@ -65,18 +62,7 @@ def test_truncated_turn_is_closed_with_a_masked_end_of_turn() -> None:
     tok = ChatTokenizer.load()
     conv = TokenConversation(tok, [{"role": "user", "content": "hi"}], [])
     cut = tok.encode("partial answer")
-    conv.add_sampled(
-        Generation(
-            token_ids=cut,
-            logprobs=[-1.0] * len(cut),
-            finish_reason="length",
-            text="",
-            prompt_tokens=0,
-            backend="t",
-            latency_s=0.0,
-        ),
-        {"role": "assistant", "content": "partial answer"},
-    )
+    conv.add_sampled(generation(cut, -1.0, "length"), {"role": "assistant", "content": "partial answer"})
     conv.add_messages([{"role": "user", "content": "go on"}])
     n = len(cut)
     assert conv.response_ids[:n] == cut and conv.loss_mask[:n] == [1] * n

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +11,6 @@ from pydantic import BaseModel
 from farm.handler.context import JobContext
 from farm.handler.protocol import RunOutput
 from farm.jobs.spec import JobSpec
-from farm.models.results import Timings
 from handlers.harness.evaluators import (
     EvaluatorUnavailable,
     NoConfig,
@@ -25,23 +22,13 @@ from handlers.harness.evaluators import (
     resolve,
 )
 from handlers.harness.instance import HarnessInstance
+from tests.job_contexts import job_context
 
 
 def context(instance: dict[str, Any] | None = None, **spec: Any) -> JobContext:
     raw = {"handler": "harness", "instruction": "do", "harness": "shell", **(instance or {})}
     job = JobSpec(job_id="j1", handler="harness", instance=raw, timeout_s=60, **spec)
-    return JobContext(
-        spec=job,
-        instance=HarnessInstance.model_validate(raw),
-        stage="eval",
-        node="n",
-        workdir=Path("/nonexistent"),
-        deadline=time.monotonic() + 60,
-        timings_before=Timings(),
-        interruption=lambda: None,
-        policy_factory=lambda ctx: None,  # type: ignore[arg-type,return-value]
-        tokenizer_factory=lambda: None,  # type: ignore[arg-type,return-value]
-    )
+    return job_context(job, HarnessInstance.model_validate(raw), stage="eval")
 
 
 def run_with(**artifacts: Any) -> RunOutput:
