@@ -17,11 +17,11 @@ one process (bench.scale's other rows): whether one client process's interpreter
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -35,7 +35,7 @@ from containers.sandbox import Sandbox
 
 AGENT_MIX: tuple[tuple[str, int], ...] = (
     ("cat /etc/os-release", 3),
-    ("ls -la /usr/bin | head -20", 2),
+    ("ls -la /etc | head -20", 2),
     ("grep -n root /etc/passwd /etc/group", 2),
     ("seq 1 5000 | sort -rn | head -3", 2),
     ("printf '%s\\n' $(seq 1 200) > notes.txt && wc -l notes.txt", 2),
@@ -151,6 +151,24 @@ def _drive(
     return part
 
 
+class ServersCpu:
+    """CPU seconds of the sandboxes' execution servers, with the commands they ran and reaped: each server
+    is the child of its sandbox's pid-namespace init, found once in one pass over the machine's processes
+    (a pass per sandbox takes seconds with 256 of them)."""
+
+    def __init__(self, boxes: list[Sandbox]) -> None:
+        inits = {box.info.init_pid for box in boxes}
+        self._servers = [p for p in psutil.process_iter(["ppid"]) if p.info["ppid"] in inits]
+
+    def __call__(self) -> float:
+        total = 0.0
+        for server in self._servers:
+            with contextlib.suppress(psutil.Error):
+                t = server.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+        return total
+
+
 def _busy_share(before: Any, after: Any) -> float:
     total = sum(after) - sum(before)
     idle = (after.idle - before.idle) + (after.iowait - before.iowait)
@@ -160,8 +178,7 @@ def _busy_share(before: Any, after: Any) -> float:
 class ExecLoad:
     """Client processes spawned once and reused for every run over the same sandboxes."""
 
-    def __init__(self, boxes: list[Sandbox], servers_cpu_s: Callable[[list[Sandbox]], float]) -> None:
-        self.boxes = boxes
+    def __init__(self, boxes: list[Sandbox], servers_cpu_s: ServersCpu) -> None:
         self.handles = [box.handle() for box in boxes]
         self._servers_cpu_s = servers_cpu_s
         self._pool = ProcessPoolExecutor(CLIENT_PROCS, mp_context=get_context("spawn"))
@@ -182,7 +199,7 @@ class ExecLoad:
             else [[self.handles[i % boxes]] for i in range(n)]
         )
         start_at = time.time() + 3.0  # every process has attached and connected by then
-        servers0 = self._servers_cpu_s(self.boxes)
+        servers0 = self._servers_cpu_s()
         futures = [
             self._pool.submit(_drive, groups[p::CLIENT_PROCS], rate, mix, start_at, seconds, seed=p)
             for p in range(CLIENT_PROCS)
@@ -192,7 +209,7 @@ class ExecLoad:
         parts = [f.result() for f in futures]
         took = time.monotonic() - began
         machine1 = psutil.cpu_times()
-        servers = self._servers_cpu_s(self.boxes) - servers0
+        servers = self._servers_cpu_s() - servers0
         latencies = [x for p in parts for x in p.latencies]
         path = [x for p in parts for x in p.path]
         shell = [x for p in parts for x in p.shell] or [0.0]
@@ -210,6 +227,41 @@ class ExecLoad:
             cpu_s_per_s=(servers + sum(p.cpu_s for p in parts)) / took,
             machine_busy=_busy_share(machine0, machine1),
         )
+
+
+@dataclass
+class MixCost:
+    cpu_ms: dict[str, float]
+    """CPU of each command of AGENT_MIX in its sandbox (server and command), run one at a time."""
+
+    @property
+    def mean_ms(self) -> float:
+        weights = dict(AGENT_MIX)
+        return sum(self.cpu_ms[c] * w for c, w in weights.items()) / sum(weights.values())
+
+
+def mix_cost(box: Sandbox, servers: ServersCpu, repeat: int = 30) -> MixCost:
+    """What each command of the agent mix costs alone, on one sandbox, before any load."""
+    cpu_ms = {}
+    for command, _ in AGENT_MIX:
+        box.exec(command, timeout=60)
+        before = servers()
+        for _ in range(repeat):
+            box.exec(command, timeout=60)
+        cpu_ms[command] = (servers() - before) / repeat * 1000
+    return MixCost(cpu_ms)
+
+
+def cost_rows(cost: MixCost) -> list[tuple[str, str]]:
+    cores = os.cpu_count() or 1
+    each = ", ".join(f"{c.split()[0]} {ms:.1f}" for c, ms in cost.cpu_ms.items())
+    return [
+        (
+            "agent mix: CPU a command, one at a time (ms)",
+            f"{each}; weighted mean {cost.mean_ms:.1f} ms: {cores} idle cores serve at most "
+            f"{cores * 1000 / cost.mean_ms:.0f} commands/s",
+        )
+    ]
 
 
 def rows(figures: list[LoadFigures]) -> list[tuple[str, str]]:

@@ -7,7 +7,7 @@
    round trip with every sandbox busy, two ways (bench/exec_load.py):
    - as agents use them: each sandbox runs an agent's commands (a mix of reads, pipelines, a short
      Python), each followed by a pause for the model's turn, swept over the commands a second per
-     sandbox (0.25 to 4): the p99 at each stated load, the CPU it used, where the cores saturate;
+     sandbox (0.1 to 2): the p99 at each stated load, the CPU it used, where the cores saturate;
    - saturated: 64 callers back to back across all N, with no pause (the CPU floor, not the exec path):
      from 64 threads of this process for three calls that split the cost (`bash -c true`, `["true"]`
      without a shell, `ping` that starts no process, each with its CPU a call on both sides), and
@@ -44,7 +44,7 @@ import psutil
 import redis
 
 from bench.common import pct
-from bench.exec_load import ExecLoad, LoadFigures
+from bench.exec_load import ExecLoad, LoadFigures, MixCost, ServersCpu, cost_rows, mix_cost
 from bench.exec_load import rows as load_rows
 from bench.warm import rows as warm_rows
 from bench.warm import verdicts, warm_vs_cold
@@ -84,6 +84,7 @@ class SandboxFigures:
     exec_idle_p50_ms: float
     exec_idle_p99_ms: float
     busy: list[ExecVariant]
+    mix: MixCost
     spread: LoadFigures
     """`bash -c true` back to back from 64 threads over 4 client processes."""
     agents: list[LoadFigures]
@@ -109,19 +110,7 @@ def _exec_loop(
         i += 1
 
 
-def _servers_cpu_s(boxes: list[Sandbox]) -> float:
-    """CPU seconds of the sandboxes' execution servers, with the children they waited for (the
-    commands): each server is the child of its sandbox's pid-namespace init."""
-    total = 0.0
-    for box in boxes:
-        with contextlib.suppress(psutil.Error):
-            for server in psutil.Process(box.info.init_pid or 0).children():
-                t = server.cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-    return total
-
-
-def _busy(boxes: list[Sandbox], seconds: float, clients: int, name: str) -> ExecVariant:
+def _busy(boxes: list[Sandbox], seconds: float, clients: int, name: str, servers: ServersCpu) -> ExecVariant:
     call = CALLS[name]
     latencies: list[float] = []
     threads = [
@@ -131,7 +120,7 @@ def _busy(boxes: list[Sandbox], seconds: float, clients: int, name: str) -> Exec
         for i in range(clients)
     ]
     me = psutil.Process()
-    client0, servers0, began = sum(me.cpu_times()[:2]), _servers_cpu_s(boxes), time.monotonic()
+    client0, servers0, began = sum(me.cpu_times()[:2]), servers(), time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -145,7 +134,7 @@ def _busy(boxes: list[Sandbox], seconds: float, clients: int, name: str) -> Exec
         calls=len(latencies),
         per_s=len(latencies) / took,
         client_cpu_ms=(sum(me.cpu_times()[:2]) - client0) / calls * 1000,
-        sandbox_cpu_ms=(_servers_cpu_s(boxes) - servers0) / calls * 1000,
+        sandbox_cpu_ms=(servers() - servers0) / calls * 1000,
     )
 
 
@@ -170,8 +159,9 @@ def _start_all(runtime: LocalRuntime, n: int, boxes: list[Sandbox]) -> list[floa
     return starts
 
 
-AGENT_RATES = (0.25, 0.5, 1.0, 2.0, 4.0)
-"""Commands a second per sandbox, for the agent-paced sweep."""
+AGENT_RATES = (0.1, 0.25, 0.5, 1.0, 2.0)
+"""Commands a second per sandbox, for the agent-paced sweep (an agent whose model takes 1 to 10 s a
+turn runs 0.1 to 1 command a second)."""
 
 
 def sandboxes(
@@ -191,8 +181,13 @@ def sandboxes(
         mb = (psutil.virtual_memory().used - used_before) / n / 2**20
         idle: list[float] = []
         _exec_loop(boxes[:1], min(5.0, exec_s), 0, idle, CALLS["exec 'true' (bash -c)"])
-        busy = [_busy(boxes, exec_s if i == 0 else exec_s / 2, clients, name) for i, name in enumerate(CALLS)]
-        load = ExecLoad(boxes, _servers_cpu_s)
+        servers = ServersCpu(boxes)
+        busy = [
+            _busy(boxes, exec_s if i == 0 else exec_s / 2, clients, name, servers)
+            for i, name in enumerate(CALLS)
+        ]
+        mix = mix_cost(boxes[0], servers)
+        load = ExecLoad(boxes, servers)
         try:
             spread = load.run(
                 f"exec 'true', {clients} callers in 4 client processes", 0, "true", exec_s, clients
@@ -211,6 +206,7 @@ def sandboxes(
             exec_idle_p50_ms=pct(idle, 0.5) * 1000,
             exec_idle_p99_ms=pct(idle, 0.99) * 1000,
             busy=busy,
+            mix=mix,
             spread=spread,
             agents=agents,
         )
@@ -392,6 +388,7 @@ def _sandbox_rows(sb: SandboxFigures, clients: int = 64) -> list[tuple[str, str]
             )
         )
     rows += load_rows([sb.spread])
+    rows += cost_rows(sb.mix)
     rows += [(f"{label}, all {sb.n} busy", text) for label, text in load_rows(sb.agents)]
     return rows
 
@@ -462,7 +459,7 @@ def main() -> None:
         "--only-sandboxes", action="store_true", help="the sandboxes part alone (no warm pool, no rollouts)"
     )
     parser.add_argument(
-        "--rates", default=None, help="agent-paced commands/s a sandbox, comma-separated (default 0.25,...,4)"
+        "--rates", default=None, help="agent-paced commands/s a sandbox, comma-separated (default 0.1,...,2)"
     )
     args = parser.parse_args()
     n = args.sandboxes or (32 if args.quick else 256)

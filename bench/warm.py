@@ -6,7 +6,9 @@ threads released at once each claim one; the claim latency is each thread's own,
 sandbox handed over (relabelled, its claim recorded, its TTL set). Repeated `rounds` times, refilled in
 between. Cold: what a claim replaces, a start, in the same run: `concurrent` starts at once (what init
 pays without a pool when that many jobs arrive together), and the one-at-a-time path bench.tools holds to
-<= 100 ms (start + first command + stop).
+<= 100 ms (start + first command + stop). `python -m bench.warm` adds the same 64 claims at once made as
+a node's init workers make them: from 4 processes x 16 threads and 16 x 4 (the farm's init worker runs
+4 threads), each process with its own pool.
 """
 
 from __future__ import annotations
