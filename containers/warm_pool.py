@@ -4,8 +4,9 @@ One pool per process (the farm's init worker owns it; `install` makes it the pro
 takes a sandbox out under the pool's lock, so no two claimers ever get the same one, and hands it over
 exactly as a cold start would have: its claim (the claimer's labels and start time, in a file beside
 its handle that the orphan sweep reads, created with O_EXCL) is recorded before the claim returns, and
-its execution server is sent the claimer's TTL by the pool's next `settle` (the owner's keeper calls it
-within half a second, tasks/warm.py; until then the pooled TTL, the idle bound plus a margin, stands).
+its execution server is sent the claimer's TTL by the pool's next `settle` (the farm's keeper and fillers
+call it every 0.2 to 0.5 s between their other work, tasks/warm.py; until then the pooled TTL, the idle
+bound plus a margin, stands).
 Nothing ever ran in it (the workspace is as `start` made it) and it is never pooled again: stopping is
 the only way out.
 
