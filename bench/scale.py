@@ -430,19 +430,19 @@ def _rollout_rows(ro: RolloutFigures) -> list[tuple[str, str]]:
 
 
 def exec_verdicts(sb: SandboxFigures) -> list[str]:
+    """The exec round trip's target, p99 <= 50 ms with every sandbox busy, judged on the exec path (the
+    round trip less the command's own run time) and on the whole command's round trip, at each load."""
+
     def verdict(p99_ms: float) -> str:
-        return "met" if p99_ms <= 50 else "NOT met"
+        return f"{'met' if p99_ms <= 50 else 'NOT met'} ({p99_ms:.0f} ms)"
 
     lines = [
-        f"exec round-trip p99 <= 50 ms with {sb.n} sandboxes busy, {f.per_s:.0f} agent commands/s "
-        f"({f.cpu_s_per_s:.2f} CPU-s/s): {verdict(f.p99_ms)} (p99 {f.p99_ms:.0f} ms; exec path alone "
-        f"{f.path_p99_ms:.0f} ms)"
+        f"p99 <= 50 ms with {sb.n} sandboxes busy, {f.per_s:.0f} agent commands/s ({f.cpu_s_per_s:.2f} "
+        f"CPU-s/s): exec path {verdict(f.path_p99_ms)}; whole command {verdict(f.p99_ms)}"
         for f in sb.agents
     ]
-    saturated = sb.busy[0]
     lines.append(
-        f"exec round-trip p99 <= 50 ms, saturated (64 callers back to back): {verdict(saturated.p99_ms)} "
-        f"(p99 {saturated.p99_ms:.0f} ms)"
+        f"exec round-trip p99 <= 50 ms, saturated (64 callers back to back): {verdict(sb.busy[0].p99_ms)}"
     )
     return lines
 
