@@ -6,7 +6,9 @@ threads released at once each claim one; the claim latency is each thread's own,
 sandbox handed over (relabelled, its claim recorded, its TTL set). Repeated `rounds` times, refilled in
 between. Cold: what a claim replaces, a start, in the same run: `concurrent` starts at once (what init
 pays without a pool when that many jobs arrive together), and the one-at-a-time path bench.tools holds to
-<= 100 ms (start + first command + stop).
+<= 100 ms (start + first command + stop). `python -m bench.warm` adds the same 64 claims at once made as
+a node's init workers make them: from 4 processes x 16 threads and 16 x 4 (the farm's init worker runs
+4 threads), each process with its own pool.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 from bench.common import pct
 from containers.local import LocalRuntime
@@ -71,8 +75,11 @@ def _stop_all(boxes: list[Sandbox]) -> None:
         box.stop()
 
 
-def _claims(pool: WarmPool, concurrent: int, rounds: int) -> tuple[list[float], float]:
-    """Claim latencies over `rounds` rounds of `concurrent` claims at once; the pool's fill rate."""
+def _claims(
+    pool: WarmPool, concurrent: int, rounds: int, filled: Callable[[], object] = lambda: None
+) -> tuple[list[float], float]:
+    """Claim latencies over `rounds` rounds of `concurrent` claims at once; the pool's fill rate.
+    `filled` is called once the pool is full, before the claimers are released."""
     latencies: list[float] = []
     fill_s = 0.0
     for _ in range(rounds):
@@ -80,6 +87,7 @@ def _claims(pool: WarmPool, concurrent: int, rounds: int) -> tuple[list[float], 
         while pool.fill():
             pass
         fill_s += time.monotonic() - began
+        filled()
         took, got = _at_once(concurrent, lambda i: pool.claim(SPEC))
         if len(got) != concurrent:
             raise RuntimeError(f"{concurrent - len(got)} claims found the pool empty")
@@ -114,16 +122,52 @@ def _cold_cycles(runtime: LocalRuntime, n: int) -> list[float]:
     return took
 
 
-def warm_vs_cold(concurrent: int = 64, rounds: int = 3, cycles: int = 20) -> WarmFigures:
+def _sandbox_uid() -> None:
     if shutil.which("bwrap") is None and "FARM_SANDBOX_UID" not in os.environ:
         os.environ["FARM_SANDBOX_UID"] = "0"  # as bench.scale: the wheel's bwrap under a 0700 /root
+
+
+def _pool(runtime: LocalRuntime, budget: int) -> WarmPool:
+    pool = WarmPool(runtime, idle_s=600)
+    for _ in range(DEMAND_TO_POOL):
+        pool.claim(SPEC)  # the demand that makes the spec pooled
+    pool.set_budget(budget)
+    return pool
+
+
+def _claimer(threads: int, rounds: int, filled: Any, out: Any) -> None:
+    """One init worker process of `per_process_claims`: its own pool, its own claiming threads."""
+    root = Path(tempfile.mkdtemp(prefix="farm-bench-warm-"))
+    pool = _pool(LocalRuntime(root), threads)
+    try:
+        out.put(_claims(pool, threads, rounds, filled.wait)[0])
+    finally:
+        pool.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def per_process_claims(procs: int, threads: int, rounds: int = 3) -> list[float]:
+    """Claim latencies as a node's init workers claim: `procs` processes (each with its own pool, as each
+    init worker owns one) of `threads` claiming threads, all released at once, `rounds` times."""
+    _sandbox_uid()
+    ctx = get_context("spawn")
+    filled, out = ctx.Barrier(procs), ctx.Queue()
+    workers = [ctx.Process(target=_claimer, args=(threads, rounds, filled, out)) for _ in range(procs)]
+    for worker in workers:
+        worker.start()
+    try:
+        return [x for _ in workers for x in out.get(timeout=600)]
+    finally:
+        for worker in workers:
+            worker.join(60)
+
+
+def warm_vs_cold(concurrent: int = 64, rounds: int = 3, cycles: int = 20) -> WarmFigures:
+    _sandbox_uid()
     root = Path(tempfile.mkdtemp(prefix="farm-bench-warm-"))
     runtime = LocalRuntime(root)
-    pool = WarmPool(runtime, idle_s=600)
+    pool = _pool(runtime, concurrent)
     try:
-        for _ in range(DEMAND_TO_POOL):
-            pool.claim(SPEC)  # the demand that makes the spec pooled
-        pool.set_budget(concurrent)
         claims, fill_rate = _claims(pool, concurrent, rounds)
         alone = _claims_alone(pool, concurrent)
         cold, boxes = _at_once(concurrent, lambda i: runtime.start(SPEC))
@@ -179,10 +223,24 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+SPLITS = ((4, 16), (16, 4))
+"""(processes, threads) making 64 claims at once as init workers would: the farm's init worker runs 4
+threads by default (farm/launcher.py)."""
+
+
 def main() -> None:
     print(f"bench.warm: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     figures = warm_vs_cold()
     table = rows(figures)
+    for procs, threads in SPLITS:
+        claims = per_process_claims(procs, threads)
+        table.append(
+            (
+                f"warm pool: claim, {procs * threads} at once from {procs} processes x {threads} threads",
+                f"p50 {pct(claims, 0.5) * 1000:.1f} ms, p99 {pct(claims, 0.99) * 1000:.1f} ms "
+                f"({len(claims)} claims; load {os.getloadavg()[0]:.1f})",
+            )
+        )
     width = max(len(k) for k, _ in table)
     print("\n".join(f"{k:<{width}}  {v}" for k, v in table))
     print("\n".join(verdicts(figures)))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import select
 import socket
 import stat
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,32 +95,20 @@ class ExecClient:
         finally:
             sock.close()
 
-    def send_then(self, op: str, args: dict[str, Any], timeout: float) -> Callable[[], Any]:
-        """Sends a request now and returns the function that reads its answer, so the caller does its
-        own work while the server does this (the warm pool's claim). Nothing else may use this client
-        in between: the connection is the caller's until the answer is read."""
+    def lost(self) -> bool:
+        """Whether the shared connection is gone: never opened, or closed by the server (it died). A poll
+        and, when readable, a peek: it neither waits nor wakes the server (the warm pool's claim)."""
         with self._lock:
             if self._sock is None:
-                self._sock = connect(self.address, self.connect_timeout)
-                self._reader = self._sock.makefile("rb")
-            sock, reader = self._sock, self._reader
-            request_id = next(self._ids)
+                return True
+            poller = select.poll()
+            poller.register(self._sock, select.POLLIN)
+            if not poller.poll(0):
+                return False
             try:
-                sock.settimeout(timeout + _TRANSPORT_SLACK_S)
-                sock.sendall(wire.encode({"id": request_id, "op": op, "args": args}))
-            except OSError as exc:
-                self._close_locked()
-                raise ExecServerError(f"execution server connection lost during {op}: {exc!r}") from exc
-
-        def answer() -> Any:
-            with self._lock:
-                try:
-                    return self._answer(reader, op, request_id)
-                except OSError as exc:
-                    self._close_locked()
-                    raise ExecServerError(f"execution server connection lost during {op}: {exc!r}") from exc
-
-        return answer
+                return self._sock.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
 
     def _roundtrip(
         self, sock: socket.socket, reader: Any, op: str, args: dict[str, Any], timeout: float | None

@@ -4,8 +4,11 @@ One pool per process (the farm's init worker owns it; `install` makes it the pro
 takes a sandbox out under the pool's lock, so no two claimers ever get the same one, and hands it over
 exactly as a cold start would have: its claim (the claimer's labels and start time, in a file beside
 its handle that the orphan sweep reads, created with O_EXCL) is recorded before the claim returns, and
-its execution server is sent the claimer's TTL. Nothing ever ran in it (the workspace is as `start`
-made it) and it is never pooled again: stopping is the only way out.
+its execution server is sent the claimer's TTL by the pool's next `settle` (the farm's keeper and fillers
+call it every 0.2 to 0.5 s between their other work, tasks/warm.py; until then the pooled TTL, the idle
+bound plus a margin, stands).
+Nothing ever ran in it (the workspace is as `start` made it) and it is never pooled again: stopping is
+the only way out.
 
 Ownership, for leaks: a pooled sandbox is labelled with its owner (pid and start time of the owning
 process). While the owner lives, only it stops or hands out its sandboxes; once it is gone, the orphan
@@ -26,9 +29,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from containers import procs
 from containers.errors import ExecServerError
@@ -120,7 +121,8 @@ class WarmPool:
         self._demand: dict[str, _Demand] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._unsettled: list[tuple[str, ExecClient, Callable[[], Any]]] = []
+        self._unsettled: list[tuple[SandboxHandle, ExecClient, float | None]] = []
+        """Claimed sandboxes whose server is still to be sent the claimer's TTL, with their connection."""
 
     def claim(self, spec: SandboxSpec) -> Sandbox | None:
         """A pooled sandbox for `spec`, handed over as if just started for it; None when none is ready
@@ -144,8 +146,8 @@ class WarmPool:
 
     def _hand_over(self, pooled: Sandbox, spec: SandboxSpec) -> Sandbox | None:
         """Relabels the sandbox as the claimer's (its claim file: from then on the orphan sweep judges it
-        by the claimer's labels) and sends its server the claimer's TTL. The server's answer is read
-        later (`settle`): the claim waits for no other process, only for its own few system calls."""
+        by the claimer's labels); its TTL is left to `settle`. The claim waits for no other process and
+        wakes none: a few system calls of its own."""
         now = time.time()
         handle = pooled.info.model_copy(
             update={
@@ -154,10 +156,8 @@ class WarmPool:
                 "expires_at": now + spec.ttl_s if spec.ttl_s else None,
             }
         )
-        try:  # a server that died while pooled closed the connection: the send fails
-            answer = pooled.client.send_then("ttl", {"seconds": spec.ttl_s}, timeout=5.0)
-        except ExecServerError as exc:
-            self._failed(pooled, handle, str(exc))
+        if pooled.client.lost():  # a server that died while pooled closed the connection
+            self._failed(pooled, handle, "its execution server closed the connection")
             return None
         if not record_claim(handle):  # claimed already: not this claimer's, and not to be stopped
             log.error("pooled sandbox %s was claimed twice; skipped", handle.id)
@@ -166,19 +166,20 @@ class WarmPool:
                 self.stats.hits -= 1
             return None
         with self._lock:
-            self._unsettled.append((handle.id, pooled.client, answer))
+            self._unsettled.append((handle, pooled.client, spec.ttl_s))
         return Sandbox(handle, self.runtime)
 
     def settle(self) -> int:
-        """Reads the answers to the TTLs that claims sent and closes those connections (the keeper calls
-        it, and `fill`, `stop_idle` and `close` do); returns how many."""
+        """Sends each sandbox claimed since the last call its claimer's TTL, reads the answer and closes
+        that connection (the keeper calls it, and `fill`, `stop_idle` and `close` do); returns how many."""
         with self._lock:
             pending, self._unsettled = self._unsettled, []
-        for sandbox_id, client, answer in pending:
+        for handle, client, ttl_s in pending:
             try:
-                answer()
-            except ExecServerError as exc:  # it died right after the claim: its job sees a dead sandbox
-                log.warning("sandbox %s claimed from the pool did not confirm its TTL: %s", sandbox_id, exc)
+                client.call("ttl", {"seconds": ttl_s}, timeout=5.0)
+            except ExecServerError as exc:
+                if os.path.isdir(handle.sandbox_dir):  # else its job has stopped it already: no TTL to set
+                    log.warning("sandbox %s claimed from the pool did not take its TTL: %s", handle.id, exc)
             finally:
                 client.close()
         return len(pending)

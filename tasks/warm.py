@@ -6,9 +6,10 @@ threads: a job's init claims a pooled sandbox for its spec (handlers/sandboxing.
 only when none is ready. A sizing thread sets the pool's budget every KEEP_EVERY_S from the init queue's
 depth and the node's free READY slots (`pool_budget`), stops sandboxes pooled longer than
 FARM_WARM_POOL_IDLE_S and publishes the pool's counts with the worker's heartbeat (GET /metrics, the
-viewer); FILLERS threads start sandboxes up to the budget. At shutdown the pool stops its sandboxes; a
-worker killed outright leaves them to the orphan sweep of any worker on the node, which stops every
-pooled sandbox whose owner is gone (tasks/orphans.py).
+viewer); FILLERS threads start sandboxes up to the budget. Both send the sandboxes claimed since their
+last round their job's TTL (`WarmPool.settle`: a claim itself sends nothing). At shutdown the pool stops
+its sandboxes; a worker killed outright leaves them to the orphan sweep of any worker on the node, which
+stops every pooled sandbox whose owner is gone (tasks/orphans.py).
 """
 
 from __future__ import annotations

@@ -85,7 +85,8 @@ def test_a_claimed_sandbox_is_fresh_gets_its_ttl_and_is_never_pooled_again(tmp_p
         assert first.exec("ls -A /workspace; echo $FARM_SANDBOX_ID").stdout.split() == [first.id]
         first.exec("echo secret > /workspace/left-behind")
         assert first.id not in pool.pooled_ids()
-        # the claim gave its server the job's TTL (the pool started it with the idle bound plus a margin)
+        # the pool's keeper sends the claim's TTL (the pool started it with the idle bound plus a margin)
+        assert pool.settle() == 1 and pool.settle() == 0
         wait_until(lambda: not first.ping(), 15, interval_s=0.2, what="the claimed sandbox's TTL")
         second = pool.claim(_for("two"))
         assert second is not None and second.id != first.id
