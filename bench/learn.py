@@ -204,14 +204,20 @@ def warm_farm(args: argparse.Namespace, console: Console) -> Iterator[Warm]:
             tiny.wait(10)
 
 
-def dapo_config(args: argparse.Namespace, run_file: Path, max_offpolicyness: int) -> DapoConfig:
+def dapo_config(
+    args: argparse.Namespace,
+    run_file: Path,
+    extra_in_flight: int,
+    max_offpolicyness: int,
+    max_staleness: int | None = None,
+) -> DapoConfig:
     return DapoConfig(
         n=args.n,
-        concurrency=args.groups * args.n + args.extra_in_flight,
+        concurrency=args.groups * args.n + extra_in_flight,
         sampling_params={"temperature": TEMPERATURE, "max_tokens": 40},
         filter_zero_variance=False,
         carry_over=True,
-        max_staleness=None,
+        max_staleness=max_staleness,
         max_offpolicyness=max_offpolicyness,
         seed=args.seed,
         extra_metadata={"run": run_file.stem},
@@ -250,8 +256,10 @@ def step_row(
     }
 
 
-def compact_loop(warm: Warm, args: argparse.Namespace, console: Console, rows: list[dict[str, Any]]) -> float:
-    """examples/farm_grpo.py's loop; returns the seconds spent publishing."""
+def compact_loop(
+    warm: Warm, args: argparse.Namespace, console: Console, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """examples/farm_grpo.py's loop; returns what the summary adds (the seconds spent publishing)."""
     model, optimizer = warm.model, warm.optimizer
     publisher = Publisher(warm.farm, [warm.tiny_url], warm.work / "checkpoints")
     snapshots = Snapshots(keep=args.max_offpolicyness + 2)
@@ -260,7 +268,8 @@ def compact_loop(warm: Warm, args: argparse.Namespace, console: Console, rows: l
     snapshots.add(version, model)
     for options in optimizer.param_groups:
         options["lr"] = args.lr
-    config = dapo_config(args, warm.run_file, args.max_offpolicyness)
+    extra = 8 if args.extra_in_flight is None else args.extra_in_flight
+    config = dapo_config(args, warm.run_file, extra, args.max_offpolicyness)
     with DapoConsumer(warm.local.api_url, cycle(warm.instances, args.seed), config) as dapo:
         for step in range(args.steps):
             batch = dapo.next_batch(args.groups, policy_version=version, timeout_s=600)
@@ -288,12 +297,15 @@ def compact_loop(warm: Warm, args: argparse.Namespace, console: Console, rows: l
             if time.monotonic() - warm.started > args.max_seconds:
                 console.print(f"stopping: {args.max_seconds:.0f} s budget spent")
                 break
-    return publisher.seconds
+    return {"publish_s": publisher.seconds}
 
 
-def trl_loop(warm: Warm, args: argparse.Namespace, console: Console, rows: list[dict[str, Any]]) -> float:
+def trl_loop(
+    warm: Warm, args: argparse.Namespace, console: Console, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
     """TRL's GRPOTrainer (examples/trl_grpo.py) on the same farm: its rollout hook takes DAPO-consumer
-    batches, a callback publishes after each batch. Returns the seconds spent publishing."""
+    batches, a callback publishes after each batch. Returns what the summary adds: the seconds spent
+    publishing and, per batch, the tokens the hook handed TRL to train and TRL's own logged metrics."""
     from examples import trl_grpo
 
     publisher = Publisher(warm.farm, [warm.tiny_url], warm.work / "checkpoints")
@@ -302,8 +314,11 @@ def trl_loop(warm: Warm, args: argparse.Namespace, console: Console, rows: list[
     publisher.publish(warm.model, versions.current)
     snapshots.add(versions.current, warm.model)
     # TRL's ratio is against its own recomputation under the weights it holds (no sampler correction
-    # without vLLM): only groups sampled by exactly those weights are admitted (examples/trl_grpo.py)
-    config = dapo_config(args, warm.run_file, max_offpolicyness=0)
+    # without vLLM): only groups sampled by exactly those weights are admitted (examples/trl_grpo.py), and
+    # work carried from an older version is cancelled, so by default nothing runs beyond the batch (it would
+    # only take CPU from TRL's step and then be thrown away)
+    extra = 0 if args.extra_in_flight is None else args.extra_in_flight
+    config = dapo_config(args, warm.run_file, extra, max_offpolicyness=0, max_staleness=0)
 
     def on_batch(batch: trl_grpo.Rollouts, version: int) -> bool:
         step = len(rows)
@@ -331,7 +346,7 @@ def trl_loop(warm: Warm, args: argparse.Namespace, console: Console, rows: list[
         callback = trl_grpo.PublishEachBatch(
             publisher, snapshots, versions, rollouts, options.num_iterations, on_batch
         )
-        trl_grpo.train(
+        trainer = trl_grpo.train(
             warm.model,
             warm.optimizer,
             warm.tokenizer.hf,
@@ -344,17 +359,25 @@ def trl_loop(warm: Warm, args: argparse.Namespace, console: Console, rows: list[
             seed=args.seed,
             output_dir=str(warm.work / "trl"),
         )
-    return publisher.seconds
+    return {
+        "publish_s": publisher.seconds,
+        "trl": {
+            "sampled_tokens": [b.sampled_tokens for b in rollouts.batches],
+            "masked_tokens": [b.masked_tokens for b in rollouts.batches],
+            "unmatched_prompts": sum(b.unmatched_prompts for b in rollouts.batches),
+            "log_history": trainer.state.log_history,
+        },
+    }
 
 
 def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     loop = trl_loop if args.trainer == "trl" else compact_loop
     with warm_farm(args, console) as warm:
-        publish_s = loop(warm, args, console, rows)
+        extra = loop(warm, args, console, rows)
     elapsed = time.monotonic() - warm.started
-    summary = _summary(rows, elapsed, warm.warm_s, publish_s, warm.run_file)
-    summary["trainer"] = args.trainer
+    summary = _summary(rows, elapsed, warm.warm_s, extra.pop("publish_s"), warm.run_file)
+    summary.update(extra, trainer=args.trainer)
     console.print(_table(rows))
     console.print(
         f"reward {summary['start']:.2f} -> {summary['end']:.2f} in {len(rows)} steps, {elapsed:.0f} s"
@@ -432,9 +455,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sft-max-epochs", type=int, default=150)
     parser.add_argument("--warm-target", type=float, default=0.05,
                         help="stop warm-starting once a recorded success has this chance at T=1")  # fmt: skip
-    parser.add_argument("--extra-in-flight", type=int, default=8,
-                        help="rollouts kept running across each publish beyond the batch")  # fmt: skip
-    parser.add_argument("--max-offpolicyness", type=int, default=1)
+    parser.add_argument("--extra-in-flight", type=int, default=None,
+                        help="rollouts kept running across each publish beyond the batch (compact: 8, "
+                        "trl: 0)")  # fmt: skip
+    parser.add_argument("--max-offpolicyness", type=int, default=1, help="compact only (trl: 0)")
     parser.add_argument("--max-seconds", type=float, default=540)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trainer", choices=("compact", "trl"), default="compact",

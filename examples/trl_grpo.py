@@ -60,7 +60,11 @@ class Rollouts:
     staleness: StalenessReport | None
     mismatch: Mismatch
     unmatched_prompts: int
-    """Rows whose TRL prompt is not the question the farm rolled out (the consumer draws its own order)."""
+    """Groups whose TRL prompt is not the question the farm rolled out (the consumer draws its own order)."""
+    sampled_tokens: list[int]
+    """Per row, the completion tokens the policy sampled (env_mask 1: what TRL trains)."""
+    masked_tokens: int
+    """Completion tokens TRL holds but does not train: tool output and template text (env_mask 0)."""
 
 
 def trace_of(result: JobResult) -> Trace | None:
@@ -88,14 +92,14 @@ def in_prompt_order(groups: list[Group], questions: Sequence[str]) -> tuple[list
     """The farm's groups lined up with TRL's per-group prompts where their questions match (the order of
     groups in a batch does not change the loss); the count of groups left on another question."""
     pending = list(groups)
-    ordered: list[Group] = []
-    unmatched = 0
+    slots: list[Group | None] = []
     for question in questions:
         match = next((g for g in pending if g.instance.get("question") == question), None)
-        if match is None:
-            match, unmatched = pending[0], unmatched + 1
-        pending.remove(match)
-        ordered.append(match)
+        if match is not None:
+            pending.remove(match)
+        slots.append(match)
+    unmatched = slots.count(None)
+    ordered = [slot if slot is not None else pending.pop(0) for slot in slots]
     return ordered, unmatched
 
 
@@ -132,7 +136,11 @@ class FarmRolloutFunc:
                 for trace in result.trajectory.traces:
                     check_trace(trace, self.snapshots, self.temperature, mismatch)
         results = [r for g in groups for r in g.results]
-        self.batches.append(Rollouts(groups, results, batch.stats.staleness, mismatch, unmatched))
+        sampled = [sum(mask) for mask in out["env_mask"]]
+        masked = sum(len(mask) for mask in out["env_mask"]) - sum(sampled)
+        self.batches.append(
+            Rollouts(groups, results, batch.stats.staleness, mismatch, unmatched, sampled, masked)
+        )
         return out
 
 
@@ -209,7 +217,8 @@ def train(
 ) -> Any:
     """TRL's GRPOTrainer on CPU: `groups` prompts x `n` farm rollouts per generation batch, each batch
     trained `num_iterations` optimizer steps (one step per pass: the whole batch is one device batch),
-    for `steps` batches. The optimizer is the warm start's (its Adam moments carry on), at a constant lr."""
+    for `steps` batches. The optimizer is the warm start's (its Adam moments carry on), at a constant lr.
+    Returns the trainer (its `state.log_history` holds TRL's own per-step metrics)."""
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -259,4 +268,5 @@ def train(
     )
     for quiet in (PrinterCallback, ProgressCallback):  # the run prints its own row per batch
         trainer.remove_callback(quiet)
-    return trainer.train()
+    trainer.train()
+    return trainer
