@@ -21,6 +21,11 @@ weights that sampled it) and the farm's; it ends with `reward <start> -> <end> i
 start is the first batch's mean reward (after warm-start, before any RL step) and end the mean of the
 last three batches. Results go to farm-runs/learn-<time>.jsonl (`farm report` draws the reward curve), each
 with the reward it was trained on (0 without a tool call) and the evaluator's as `metadata.evaluator_reward`.
+
+`--trainer trl` trains the same warm-started policy on the same farm with TRL's own GRPOTrainer instead
+(examples/trl_grpo.py: its rollout hook takes the DAPO consumer's batches, a callback publishes after each
+batch; `--loss-type`, `--scale-rewards`, `--beta`, `--epsilon-high`, `--top-entropy-quantile`, `--lr` and
+`--updates` (num_iterations) are passed to its GRPOConfig) and prints the same rows and closing line.
 """
 
 from __future__ import annotations
@@ -338,6 +343,7 @@ def trl_loop(
         num_iterations=args.updates,
         learning_rate=args.lr,
         epsilon_high=args.epsilon_high,
+        top_entropy_quantile=args.top_entropy_quantile,
     )
     with DapoConsumer(warm.local.api_url, cycle(warm.instances, args.seed), config) as dapo:
         rollouts = trl_grpo.FarmRolloutFunc(
@@ -469,6 +475,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     trl.add_argument("--scale-rewards", default="group", choices=("group", "batch", "none"))
     trl.add_argument("--beta", type=float, default=0.0, help="KL coefficient (0: no reference model)")
     trl.add_argument("--epsilon-high", type=float, default=None, help="upper clip (DAPO's clip-higher: 0.28)")
+    trl.add_argument("--top-entropy-quantile", type=float, default=1.0,
+                     help="train only the tokens above this entropy quantile (1.0: all)")  # fmt: skip
     parser.add_argument("--runs-dir", default="farm-runs")
     return parser.parse_args(argv)
 

@@ -198,6 +198,7 @@ class TrlOptions:
     learning_rate: float = 2e-3
     epsilon: float = 0.2
     epsilon_high: float | None = None
+    top_entropy_quantile: float = 1.0
     max_completion_length: int = 256
     """Only `dr_grpo`'s normaliser reads it here: the farm, not TRL, bounds the completions."""
 
@@ -245,6 +246,7 @@ def train(
         beta=options.beta,
         epsilon=options.epsilon,
         epsilon_high=options.epsilon_high,
+        top_entropy_quantile=options.top_entropy_quantile,
         temperature=rollouts.temperature,
         max_completion_length=options.max_completion_length,
         logging_steps=1,
