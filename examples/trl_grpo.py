@@ -29,7 +29,6 @@ How the farm's output maps onto TRL's rollout hook (`GRPOTrainer(rollout_func=..
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,7 +160,6 @@ class PublishEachBatch(TrainerCallback):
     steps_per_batch: int
     on_batch: Callable[[Rollouts, int], bool]
     """Called with the batch and the version it was trained at; True stops training (time budget)."""
-    trained_at: float = field(default_factory=time.monotonic)
 
     def on_step_end(
         self,
