@@ -21,6 +21,11 @@ weights that sampled it) and the farm's; it ends with `reward <start> -> <end> i
 start is the first batch's mean reward (after warm-start, before any RL step) and end the mean of the
 last three batches. Results go to farm-runs/learn-<time>.jsonl (`farm report` draws the reward curve), each
 with the reward it was trained on (0 without a tool call) and the evaluator's as `metadata.evaluator_reward`.
+
+`--trainer trl` trains the same warm-started policy on the same farm with TRL's own GRPOTrainer instead
+(examples/trl_grpo.py: its rollout hook takes the DAPO consumer's batches, a callback publishes after each
+batch; `--loss-type`, `--scale-rewards`, `--beta`, `--epsilon-high`, `--top-entropy-quantile`, `--lr` and
+`--updates` (num_iterations) are passed to its GRPOConfig) and prints the same rows and closing line.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,7 @@ import httpx
 import torch
 from rich.console import Console
 from rich.table import Table
+from transformers import LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 
 from examples.farm_grpo import (
@@ -59,6 +67,8 @@ from examples.farm_grpo import (
 from farm.adapters.sft import to_sft_records
 from farm.chat.tokenizer import ChatTokenizer
 from farm.client import DapoConfig, DapoConsumer, FarmClient
+from farm.client.groups import Group
+from farm.client.staleness import StalenessReport
 from farm.embedded_redis import free_port
 from farm.launcher import LocalFarm, WorkerSpec, stop_signals_as_keyboard_interrupt
 
@@ -139,7 +149,25 @@ def cycle(instances: list[dict[str, Any]], seed: int) -> Iterator[dict[str, Any]
         yield from order
 
 
-def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+@dataclass
+class Warm:
+    """The farm up, the tiny LLM serving, the warm-started policy: what either trainer starts from."""
+
+    local: LocalFarm
+    farm: FarmClient
+    tiny_url: str
+    model: LlamaForCausalLM
+    optimizer: torch.optim.Optimizer
+    tokenizer: ChatTokenizer
+    instances: list[dict[str, Any]]
+    work: Path
+    run_file: Path
+    started: float
+    warm_s: float
+
+
+@contextmanager
+def warm_farm(args: argparse.Namespace, console: Console) -> Iterator[Warm]:
     started = time.monotonic()
     torch.set_num_threads(1)
     hf_logging.disable_progress_bar()  # a checkpoint per step: no progress bar each time
@@ -155,7 +183,6 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         log_dir=work / "logs",
     )
     tiny: subprocess.Popen[bytes] | None = None
-    rows: list[dict[str, Any]] = []
     run_file = Path(args.runs_dir) / f"learn-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     run_file.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -173,80 +200,190 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                 f"chance of a recorded success {chance:.2f}, {warm_s:.0f} s since start (logs: {work})"
             )
             farm.clear_llm_servers()  # the scripted LLM leaves the pool; from here on only `tiny` serves
-            publisher = Publisher(farm, [tiny_url], work / "checkpoints")
-            snapshots = Snapshots(keep=args.max_offpolicyness + 2)
-            version = 0
-            publisher.publish(model, version)
-            snapshots.add(version, model)
-            for options in optimizer.param_groups:
-                options["lr"] = args.lr
-            config = DapoConfig(
-                n=args.n,
-                concurrency=args.groups * args.n + args.extra_in_flight,
-                sampling_params={"temperature": TEMPERATURE, "max_tokens": 40},
-                filter_zero_variance=False,
-                carry_over=True,
-                max_staleness=None,
-                max_offpolicyness=args.max_offpolicyness,
-                seed=args.seed,
-                extra_metadata={"run": run_file.stem},
+            yield Warm(
+                local, farm, tiny_url, model, optimizer, tokenizer, instances, work, run_file, started, warm_s
             )
-            with DapoConsumer(local.api_url, cycle(instances, args.seed), config) as dapo:
-                for step in range(args.steps):
-                    batch = dapo.next_batch(args.groups, policy_version=version, timeout_s=600)
-                    groups = [through_the_tool(g) for g in batch.groups]
-                    results = batch.results
-                    mismatch = Mismatch()
-                    for result in results:
-                        for trace in result.trajectory.traces:
-                            check_trace(trace, snapshots, TEMPERATURE, mismatch)
-                    stats = episode_stats(results, [w for g in groups for w in g.rewards])
-                    for _ in range(args.updates):  # PPO epochs: the clipped ratio bounds how far they go
-                        loss, tokens = grpo_loss(model, groups, TEMPERATURE, baseline=args.baseline)
-                        if not tokens:
-                            break
-                        optimizer.zero_grad()
-                        (loss / tokens).backward()
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                        optimizer.step()
-                    with run_file.open("a") as out:  # the reward trained on; the evaluator's beside it
-                        for group in groups:
-                            for result, reward in zip(group.results, group.rewards, strict=True):
-                                tags = {
-                                    "step": step,
-                                    "trainer_version": version,
-                                    "evaluator_reward": result.reward,
-                                }
-                                kept = result.model_copy(update={"reward": reward})
-                                kept.metadata = {**result.metadata, **tags}
-                                out.write(kept.model_dump_json() + "\n")
-                    version += 1
-                    publisher.publish(model, version)
-                    snapshots.add(version, model)
-                    report = batch.stats.staleness
-                    row = {
-                        "step": step,
-                        **stats,
-                        "staleness_max": report.max if report else None,
-                        "staleness_mean": report.mean if report else None,
-                        "mixed": report.mixed if report else 0,
-                        "dropped": report.dropped_groups if report else 0,
-                        "mismatch_max": mismatch.max,
-                        "mismatch_mean": mismatch.mean,
-                        "unchecked": mismatch.tokens_unchecked,
-                        "elapsed_s": time.monotonic() - started,
-                    }
-                    rows.append(row)
-                    console.print(_line(row))
-                    if time.monotonic() - started > args.max_seconds:
-                        console.print(f"stopping: {args.max_seconds:.0f} s budget spent")
-                        break
     finally:
         if tiny is not None:
             tiny.terminate()
             tiny.wait(10)
-    elapsed = time.monotonic() - started
-    summary = _summary(rows, elapsed, warm_s, publisher.seconds, run_file)
+
+
+def dapo_config(
+    args: argparse.Namespace,
+    run_file: Path,
+    extra_in_flight: int,
+    max_offpolicyness: int,
+    max_staleness: int | None = None,
+) -> DapoConfig:
+    return DapoConfig(
+        n=args.n,
+        concurrency=args.groups * args.n + extra_in_flight,
+        sampling_params={"temperature": TEMPERATURE, "max_tokens": 40},
+        filter_zero_variance=False,
+        carry_over=True,
+        max_staleness=max_staleness,
+        max_offpolicyness=max_offpolicyness,
+        seed=args.seed,
+        extra_metadata={"run": run_file.stem},
+    )
+
+
+def record(run_file: Path, groups: list[Group], step: int, version: int) -> None:
+    """The run file: each result with the reward it was trained on, the evaluator's beside it."""
+    with run_file.open("a") as out:
+        for group in groups:
+            for result, reward in zip(group.results, group.rewards, strict=True):
+                tags = {"step": step, "trainer_version": version, "evaluator_reward": result.reward}
+                kept = result.model_copy(update={"reward": reward})
+                kept.metadata = {**result.metadata, **tags}
+                out.write(kept.model_dump_json() + "\n")
+
+
+def step_row(
+    step: int,
+    stats: dict[str, float],
+    report: StalenessReport | None,
+    mismatch: Mismatch,
+    started: float,
+) -> dict[str, Any]:
+    return {
+        "step": step,
+        **stats,
+        "staleness_max": report.max if report else None,
+        "staleness_mean": report.mean if report else None,
+        "mixed": report.mixed if report else 0,
+        "dropped": report.dropped_groups if report else 0,
+        "mismatch_max": mismatch.max,
+        "mismatch_mean": mismatch.mean,
+        "unchecked": mismatch.tokens_unchecked,
+        "elapsed_s": time.monotonic() - started,
+    }
+
+
+def compact_loop(
+    warm: Warm, args: argparse.Namespace, console: Console, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """examples/farm_grpo.py's loop; returns what the summary adds (the seconds spent publishing)."""
+    model, optimizer = warm.model, warm.optimizer
+    publisher = Publisher(warm.farm, [warm.tiny_url], warm.work / "checkpoints")
+    snapshots = Snapshots(keep=args.max_offpolicyness + 2)
+    version = 0
+    publisher.publish(model, version)
+    snapshots.add(version, model)
+    for options in optimizer.param_groups:
+        options["lr"] = args.lr
+    extra = 8 if args.extra_in_flight is None else args.extra_in_flight
+    config = dapo_config(args, warm.run_file, extra, args.max_offpolicyness)
+    with DapoConsumer(warm.local.api_url, cycle(warm.instances, args.seed), config) as dapo:
+        for step in range(args.steps):
+            batch = dapo.next_batch(args.groups, policy_version=version, timeout_s=600)
+            groups = [through_the_tool(g) for g in batch.groups]
+            results = batch.results
+            mismatch = Mismatch()
+            for result in results:
+                for trace in result.trajectory.traces:
+                    check_trace(trace, snapshots, TEMPERATURE, mismatch)
+            stats = episode_stats(results, [w for g in groups for w in g.rewards])
+            for _ in range(args.updates):  # PPO epochs: the clipped ratio bounds how far they go
+                loss, tokens = grpo_loss(model, groups, TEMPERATURE, baseline=args.baseline)
+                if not tokens:
+                    break
+                optimizer.zero_grad()
+                (loss / tokens).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            record(warm.run_file, groups, step, version)
+            version += 1
+            publisher.publish(model, version)
+            snapshots.add(version, model)
+            rows.append(step_row(step, stats, batch.stats.staleness, mismatch, warm.started))
+            console.print(_line(rows[-1]))
+            if time.monotonic() - warm.started > args.max_seconds:
+                console.print(f"stopping: {args.max_seconds:.0f} s budget spent")
+                break
+    return {"publish_s": publisher.seconds}
+
+
+def trl_loop(
+    warm: Warm, args: argparse.Namespace, console: Console, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """TRL's GRPOTrainer (examples/trl_grpo.py) on the same farm: its rollout hook takes DAPO-consumer
+    batches, a callback publishes after each batch. Returns what the summary adds: the seconds spent
+    publishing and, per batch, the tokens the hook handed TRL to train and TRL's own logged metrics."""
+    from examples import trl_grpo
+
+    publisher = Publisher(warm.farm, [warm.tiny_url], warm.work / "checkpoints")
+    snapshots = Snapshots(keep=2)
+    versions = trl_grpo.Versions()
+    publisher.publish(warm.model, versions.current)
+    snapshots.add(versions.current, warm.model)
+    # TRL's ratio is against its own recomputation under the weights it holds (no sampler correction
+    # without vLLM): only groups sampled by exactly those weights are admitted (examples/trl_grpo.py), and
+    # work carried from an older version is cancelled, so by default nothing runs beyond the batch (it would
+    # only take CPU from TRL's step and then be thrown away)
+    extra = 0 if args.extra_in_flight is None else args.extra_in_flight
+    config = dapo_config(args, warm.run_file, extra, max_offpolicyness=0, max_staleness=0)
+
+    def on_batch(batch: trl_grpo.Rollouts, version: int) -> bool:
+        step = len(rows)
+        record(warm.run_file, batch.groups, step, version)
+        stats = trl_grpo.batch_stats(batch)
+        rows.append(step_row(step, stats, batch.staleness, batch.mismatch, warm.started))
+        console.print(_line(rows[-1]))
+        if time.monotonic() - warm.started > args.max_seconds:
+            console.print(f"stopping: {args.max_seconds:.0f} s budget spent")
+            return True
+        return False
+
+    options = trl_grpo.TrlOptions(
+        loss_type=args.loss_type,
+        scale_rewards=args.scale_rewards,
+        beta=args.beta,
+        num_iterations=args.updates,
+        learning_rate=args.lr,
+        epsilon_high=args.epsilon_high,
+        top_entropy_quantile=args.top_entropy_quantile,
+    )
+    with DapoConsumer(warm.local.api_url, cycle(warm.instances, args.seed), config) as dapo:
+        rollouts = trl_grpo.FarmRolloutFunc(
+            dapo, args.n, versions, snapshots, TEMPERATURE, warm.tokenizer.eos_token_id
+        )
+        callback = trl_grpo.PublishEachBatch(
+            publisher, snapshots, versions, rollouts, options.num_iterations, on_batch
+        )
+        trainer = trl_grpo.train(
+            warm.model,
+            warm.optimizer,
+            warm.tokenizer.hf,
+            [inst["question"] for inst in warm.instances],
+            rollouts,
+            callback,
+            options,
+            groups=args.groups,
+            steps=args.steps,
+            seed=args.seed,
+            output_dir=str(warm.work / "trl"),
+        )
+    return {
+        "publish_s": publisher.seconds,
+        "trl": {
+            "sampled_tokens": [b.sampled_tokens for b in rollouts.batches],
+            "masked_tokens": [b.masked_tokens for b in rollouts.batches],
+            "unmatched_prompts": sum(b.unmatched_prompts for b in rollouts.batches),
+            "log_history": trainer.state.log_history,
+        },
+    }
+
+
+def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    loop = trl_loop if args.trainer == "trl" else compact_loop
+    with warm_farm(args, console) as warm:
+        extra = loop(warm, args, console, rows)
+    elapsed = time.monotonic() - warm.started
+    summary = _summary(rows, elapsed, warm.warm_s, extra.pop("publish_s"), warm.run_file)
+    summary.update(extra, trainer=args.trainer)
     console.print(_table(rows))
     console.print(
         f"reward {summary['start']:.2f} -> {summary['end']:.2f} in {len(rows)} steps, {elapsed:.0f} s"
@@ -318,16 +455,28 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--baseline", choices=("group", "zero"), default="zero",
                         help="advantage baseline: group mean (Dr. GRPO) or none (see grpo_loss)")  # fmt: skip
-    parser.add_argument("--updates", type=int, default=4, help="optimizer steps on each batch (PPO epochs)")
+    parser.add_argument("--updates", type=int, default=4,
+                        help="optimizer steps on each batch (PPO epochs; TRL's num_iterations)")  # fmt: skip
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--sft-max-epochs", type=int, default=150)
     parser.add_argument("--warm-target", type=float, default=0.05,
                         help="stop warm-starting once a recorded success has this chance at T=1")  # fmt: skip
-    parser.add_argument("--extra-in-flight", type=int, default=8,
-                        help="rollouts kept running across each publish beyond the batch")  # fmt: skip
-    parser.add_argument("--max-offpolicyness", type=int, default=1)
+    parser.add_argument("--extra-in-flight", type=int, default=None,
+                        help="rollouts kept running across each publish beyond the batch (compact: 8, "
+                        "trl: 0)")  # fmt: skip
+    parser.add_argument("--max-offpolicyness", type=int, default=1, help="compact only (trl: 0)")
     parser.add_argument("--max-seconds", type=float, default=540)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trainer", choices=("compact", "trl"), default="compact",
+                        help="examples/farm_grpo.py's loop, or TRL's GRPOTrainer (examples/trl_grpo.py; "
+                        "pip install -e '.[trl]')")  # fmt: skip
+    trl = parser.add_argument_group("--trainer trl", "GRPOConfig options (TRL's names and defaults)")
+    trl.add_argument("--loss-type", default="dapo", help="grpo, dr_grpo, dapo, bnpo, cispo, sapo, ...")
+    trl.add_argument("--scale-rewards", default="group", choices=("group", "batch", "none"))
+    trl.add_argument("--beta", type=float, default=0.0, help="KL coefficient (0: no reference model)")
+    trl.add_argument("--epsilon-high", type=float, default=None, help="upper clip (DAPO's clip-higher: 0.28)")
+    trl.add_argument("--top-entropy-quantile", type=float, default=1.0,
+                     help="train only the tokens above this entropy quantile (1.0: all)")  # fmt: skip
     parser.add_argument("--runs-dir", default="farm-runs")
     return parser.parse_args(argv)
 

