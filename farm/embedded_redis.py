@@ -138,6 +138,27 @@ def free_cluster_port() -> int:
         return port
 
 
+def form_cluster(masters: list[redis.Redis], host: str, deadline: float) -> None:
+    """Makes empty cluster-enabled servers one Redis Cluster: the slots shared out in even ranges, every
+    master introduced to the first (CLUSTER MEET at `host`), then waits until each sees all of them and
+    says the cluster is ok (TimeoutError past the monotonic `deadline`)."""
+    share = CLUSTER_SLOTS // len(masters)
+    for i, client in enumerate(masters):
+        end = CLUSTER_SLOTS if i == len(masters) - 1 else (i + 1) * share
+        client.cluster("ADDSLOTS", *range(i * share, end))
+    for client in masters[1:]:
+        masters[0].cluster("MEET", host, client.connection_pool.connection_kwargs["port"])
+    while not all(_cluster_ready(client, len(masters)) for client in masters):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the Redis Cluster did not form")
+        time.sleep(0.05)
+
+
+def _cluster_ready(client: redis.Redis, masters: int) -> bool:
+    info = client.cluster("info")
+    return bool(info["cluster_state"] == "ok" and int(info["cluster_known_nodes"]) == masters)
+
+
 @dataclass
 class EmbeddedCluster:
     """A Redis Cluster of `masters` redis-server children on loopback, no replicas; `url` names it as
@@ -166,24 +187,10 @@ class EmbeddedCluster:
             self.nodes.append(EmbeddedRedis(port=port, extra=extra).start())
         clients = [redis.Redis(port=port) for port in self.ports]
         try:
-            share = CLUSTER_SLOTS // self.masters
-            for i, client in enumerate(clients):
-                end = CLUSTER_SLOTS if i == self.masters - 1 else (i + 1) * share
-                client.cluster("ADDSLOTS", *range(i * share, end))
-            for port in self.ports[1:]:
-                clients[0].cluster("MEET", "127.0.0.1", port)
-            deadline = time.monotonic() + timeout_s
-            while not all(self._ready(client) for client in clients):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the embedded Redis Cluster did not come up")
-                time.sleep(0.05)
+            form_cluster(clients, "127.0.0.1", time.monotonic() + timeout_s)
         finally:
             for client in clients:
                 client.close()
-
-    def _ready(self, client: redis.Redis) -> bool:
-        info = client.cluster("info")
-        return bool(info["cluster_state"] == "ok" and int(info["cluster_known_nodes"]) == self.masters)
 
     def stop(self) -> None:
         for node in self.nodes:

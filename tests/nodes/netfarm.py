@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import redis
 
-from farm.embedded_redis import CLUSTER_SLOTS, free_port, redis_server_binary
+from farm.embedded_redis import form_cluster, free_port, redis_server_binary
 from farm.redis_clients import redis_client
 from farm.settings import Settings
 from farm.workers import live_workers
@@ -155,21 +155,7 @@ class NetFarm:
                         raise TimeoutError("Redis in the infra namespace did not start")
                     time.sleep(0.05)
             if self.cluster:
-                masters = clients[1:]
-                share = CLUSTER_SLOTS // len(masters)
-                for i, client in enumerate(masters):
-                    end = CLUSTER_SLOTS if i == len(masters) - 1 else (i + 1) * share
-                    client.cluster("ADDSLOTS", *range(i * share, end))
-                for port in CLUSTER_PORTS[1:]:
-                    masters[0].cluster("MEET", self.infra.address, port)
-                while not all(
-                    c.cluster("info")["cluster_state"] == "ok"
-                    and int(c.cluster("info")["cluster_known_nodes"]) == len(masters)
-                    for c in masters
-                ):
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("the Redis Cluster in the infra namespace did not form")
-                    time.sleep(0.05)
+                form_cluster(clients[1:], self.infra.address, deadline)
         finally:
             for client in clients:
                 client.close()

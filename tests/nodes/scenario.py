@@ -23,7 +23,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import psutil
@@ -108,18 +108,16 @@ class Outcome:
         )
 
 
-class ApiWatch:
-    """GET /healthz every 0.2 s from a thread; records failures and latencies."""
+class _Watch:
+    """Calls `_probe` every `interval` seconds from a thread, from `with` to its end."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.latencies: list[float] = []
-        self.failures: list[tuple[float, str]] = []
-        """(monotonic time, what went wrong)"""
+    interval = 0.5
+
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> ApiWatch:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -128,16 +126,38 @@ class ApiWatch:
         self._thread.join()
 
     def _loop(self) -> None:
-        with httpx.Client(timeout=10) as client:
-            while not self._stop.wait(0.2):  # a probe that waits 10 s has failed; a slow one is counted
-                started = time.monotonic()
-                try:
-                    response = client.get(f"{self.url}/healthz")
-                    if response.status_code != 200:
-                        self.failures.append((started, f"{response.status_code} {response.text[:200]}"))
-                except httpx.HTTPError as exc:
-                    self.failures.append((started, repr(exc)))
-                self.latencies.append(time.monotonic() - started)
+        while not self._stop.wait(self.interval):
+            self._probe()
+
+    def _probe(self) -> None:
+        raise NotImplementedError
+
+
+class ApiWatch(_Watch):
+    """GET /healthz every 0.2 s from a thread; records failures and latencies."""
+
+    interval = 0.2
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.latencies: list[float] = []
+        self.failures: list[tuple[float, str]] = []
+        """(monotonic time, what went wrong)"""
+        self._client = httpx.Client(base_url=url, timeout=10)  # a probe that waits 10 s has failed
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self._client.close()
+
+    def _probe(self) -> None:
+        started = time.monotonic()
+        try:
+            response = self._client.get("/healthz")
+            if response.status_code != 200:
+                self.failures.append((started, f"{response.status_code} {response.text[:200]}"))
+        except httpx.HTTPError as exc:
+            self.failures.append((started, repr(exc)))
+        self.latencies.append(time.monotonic() - started)
 
 
 def _tasks(rng: random.Random, sizes: Sizes) -> list[dict[str, Any]]:
@@ -164,41 +184,18 @@ def _submit_all(api: httpx.Client, sizes: Sizes, rng: random.Random) -> list[str
         return [job for ids in pool.map(submit, _tasks(rng, sizes)) for job in ids]
 
 
-class SandboxWatch:
+class SandboxWatch(_Watch):
     """Counts each node's sandbox directories every 0.5 s from a thread: (time, node, count) rows."""
 
     def __init__(self, farm: NetFarm) -> None:
+        super().__init__()
         self.farm = farm
         self.rows: list[tuple[float, str, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> SandboxWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.5):
-            for node in self.farm.nodes:
-                self.rows.append(
-                    (time.monotonic(), node.name, len(_sandbox_dirs(self.farm.sandboxes_dir(node.name))))
-                )
-
-    def empty_since(self, node: str, after: float) -> float | None:
-        """When the node's count first read 0 at or after `after` (and stayed 0 to the last reading)."""
-        since = None
-        for t, name, count in self.rows:
-            if name != node or t < after:
-                continue
-            if count == 0 and since is None:
-                since = t
-            elif count:
-                since = None
-        return since
+    def _probe(self) -> None:
+        for node in self.farm.nodes:
+            count = len(_sandbox_dirs(self.farm.sandboxes_dir(node.name)))
+            self.rows.append((time.monotonic(), node.name, count))
 
 
 def _overlaps(attempts: dict[str, dict[str, Any]], killed_at: dict[str, float], now: float) -> list[str]:
