@@ -197,6 +197,18 @@ class SandboxWatch(_Watch):
             count = len(_sandbox_dirs(self.farm.sandboxes_dir(node.name)))
             self.rows.append((time.monotonic(), node.name, count))
 
+    def empty_since(self, node: str, after: float) -> float | None:
+        """When the node's count first read 0 at or after `after` (and stayed 0 to the last reading)."""
+        since = None
+        for t, name, count in self.rows:
+            if name != node or t < after:
+                continue
+            if count == 0 and since is None:
+                since = t
+            elif count:
+                since = None
+        return since
+
 
 def _overlaps(attempts: dict[str, dict[str, Any]], killed_at: dict[str, float], now: float) -> list[str]:
     """(job, stage) pairs two of whose attempts were running at the same moment."""
