@@ -17,6 +17,17 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 IMAGE_LIB_DIR = "/opt/rollout-farm"
 """Where runtimes bind this package inside an image (as IMAGE_LIB_DIR/containers)."""
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SANDBOX_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/farm")
+"""Directories every sandbox can write besides its workspace (each its own): nothing the host trusts lies
+there, and an evaluation's PATH never holds them."""
+
+
+def host_interpreter_in_writable_dir() -> str | None:
+    """The farm's interpreter directory, which a sandbox without an image finds first on PATH, when it lies
+    under a sandbox-writable directory (a venv under /tmp): evaluations then refuse to run."""
+    bin_dir = os.path.dirname(sys.executable)
+    writable = any(bin_dir == d or bin_dir.startswith(d + "/") for d in SANDBOX_WRITABLE_DIRS)
+    return bin_dir if writable else None
 
 
 @functools.cache

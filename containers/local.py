@@ -5,6 +5,7 @@ networking when asked for, rlimits, and cgroups (pids, memory, cpu) when running
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ from containers.launch import (
     PACKAGE_DIR,
     ensure_bytecode,
     host_import_path,
+    host_interpreter_in_writable_dir,
     sandbox_env,
     server_command,
 )
@@ -188,6 +190,16 @@ def host_paths_for_server(hidden: list[str]) -> list[str]:
     )
 
 
+@functools.cache
+def _warn_writable_interpreter_once() -> None:
+    if bin_dir := host_interpreter_in_writable_dir():
+        logging.getLogger(__name__).warning(
+            "the farm's Python lies in %s, under a directory every sandbox has its own writable copy of: "
+            "evaluations will refuse to run there (EvaluatorUnavailable); install the venv elsewhere",
+            bin_dir,
+        )
+
+
 def _beneath(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
@@ -211,6 +223,7 @@ class LocalRuntime:
         self.bwrap = bwrap or find_bwrap()
         ensure_bytecode()
         host_limits.log_fallbacks_once()
+        _warn_writable_interpreter_once()
 
     def _require_bwrap(self) -> str:
         if not self.bwrap:

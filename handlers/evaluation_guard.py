@@ -27,13 +27,19 @@ import uuid
 from pathlib import Path
 
 from containers import Sandbox
+from containers.launch import SANDBOX_WRITABLE_DIRS
 
 IMPLICIT_NAMES = frozenset(
     {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini"}
 )
 IMPLICIT_SUFFIXES = (".pth",)
-WRITABLE_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run/farm")
-"""Directories every sandbox can write besides its workspace: never on an evaluation's PATH."""
+
+
+class EvaluatorUnavailable(RuntimeError):
+    """The evaluator cannot run, or cannot run trustworthily, on this worker (e.g. swebench without Docker,
+    the farm's interpreter in a directory every sandbox can write): an infrastructure failure, never a 0."""
+
+
 MAX_HASHED_BYTES = 8 << 20
 _DIFF_PATHS = re.compile(r"^(?:diff --git a/(.+?) b/(.+?)|(?:---|\+\+\+) (?:a|b)/(.+?)(?:\t.*)?)$")
 
@@ -130,6 +136,16 @@ def evaluation_env(sandbox: Sandbox, *, rollout_sandbox: bool) -> dict[str, str]
     if made.exit_code != 0:
         raise RuntimeError(f"could not make the evaluation's home {home}: {made.stderr.strip()[:300]}")
     path = command_path(sandbox)
+    if untrusted := _host_entries_in_writable_dirs(path, sandbox.workdir):
+        # The farm put these on PATH (the execution server's PATH is the host's), e.g. a venv under /tmp.
+        # Dropping them would run the tests without the interpreter they need and score a policy 0 for it;
+        # keeping them would run whatever the rollout planted there.
+        raise EvaluatorUnavailable(
+            f"the sandbox's PATH holds {', '.join(untrusted)}, in a directory every sandbox can write "
+            f"({', '.join(SANDBOX_WRITABLE_DIRS)}): an evaluation can neither trust it nor run without it. "
+            "Install the farm's Python (its venv) outside those directories, or drop the entry from the "
+            "runtime's env."
+        )
     return {
         "PATH": trusted_path(path, sandbox.workdir if rollout_sandbox else None),
         "HOME": home,
@@ -139,16 +155,30 @@ def evaluation_env(sandbox: Sandbox, *, rollout_sandbox: bool) -> dict[str, str]
     }
 
 
+def _host_entries_in_writable_dirs(path: str, workdir: str) -> list[str]:
+    """PATH entries under a sandbox-writable directory other than the workspace (whose entries a task's
+    own venv may hold, screened or dropped by `trusted_path`)."""
+    return [
+        entry
+        for entry in dict.fromkeys(os.path.normpath(e) for e in path.split(":") if e.startswith("/"))
+        if _under(entry, SANDBOX_WRITABLE_DIRS) and not _under(entry, (workdir,))
+    ]
+
+
+def _under(path: str, parents: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
+
+
 def trusted_path(path: str, workdir: str | None) -> str:
     """`path` without relative entries and entries under a sandbox-writable directory (and the workspace,
     when `workdir` is given)."""
     kept = []
-    writable = (*WRITABLE_PREFIXES, *([workdir] if workdir else []))
+    writable = (*SANDBOX_WRITABLE_DIRS, *([workdir] if workdir else []))
     for entry in path.split(":"):
         normal = os.path.normpath(entry) if entry else ""
         if not normal.startswith("/"):
             continue
-        if any(normal == p or normal.startswith(p.rstrip("/") + "/") for p in writable):
+        if _under(normal, writable):
             continue
         kept.append(normal)
     return ":".join(dict.fromkeys(kept)) or "/usr/bin:/bin"

@@ -24,6 +24,7 @@ from containers import ExecServerError, Sandbox, attach
 from farm.handler.context import JobContext
 from farm.handler.protocol import EvalOutput, RunOutput
 from handlers.evaluation_guard import (
+    EvaluatorUnavailable,
     changed_implicit,
     command_path,
     evaluation_env,
@@ -40,10 +41,6 @@ from handlers.sandboxing import start_sandbox
 log = logging.getLogger(__name__)
 DEFAULT_EVALUATOR = "session_completed"
 LOG_TAIL_CHARS = 4000
-
-
-class EvaluatorUnavailable(RuntimeError):
-    pass
 
 
 class NoConfig(BaseModel):

@@ -17,8 +17,9 @@ import time
 import uuid
 from pathlib import Path
 
+from handlers.evaluation_guard import EvaluatorUnavailable
 from handlers.swe.instance import SweTask
-from handlers.swe.verdict import LOG_TAIL_CHARS, EvaluatorUnavailable, PatchVerdict
+from handlers.swe.verdict import LOG_TAIL_CHARS, PatchVerdict
 
 MODEL_NAME = "rollout-farm"
 

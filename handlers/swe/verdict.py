@@ -7,10 +7,6 @@ from pydantic import BaseModel, Field
 LOG_TAIL_CHARS = 4000
 
 
-class EvaluatorUnavailable(RuntimeError):
-    """The chosen evaluator cannot run on this worker (e.g. swebench without Docker)."""
-
-
 class PatchVerdict(BaseModel):
     instance_id: str
     reward: float

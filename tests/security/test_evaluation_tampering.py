@@ -31,7 +31,14 @@ from containers.spec import SandboxSpec
 from farm.handler.context import JobContext
 from farm.handler.protocol import RunOutput
 from farm.jobs.spec import JobSpec
-from handlers.evaluation_guard import changed_implicit, refused_patch_paths, scan_implicit, trusted_path
+from handlers.evaluation_guard import (
+    EvaluatorUnavailable,
+    changed_implicit,
+    evaluation_env,
+    refused_patch_paths,
+    scan_implicit,
+    trusted_path,
+)
 from handlers.harness.evaluators import OutputTestConfig, OutputTestEvaluator, RunFacts
 from handlers.harness.instance import HarnessInstance
 from tests.job_contexts import job_context
@@ -160,6 +167,18 @@ def test_trusted_path_drops_what_the_sandbox_can_write() -> None:
     path = "/workspace/bin:.:/tmp/x:/usr/local/bin::/usr/bin:/workspace/.venv/bin:/dev/shm"
     assert trusted_path(path, "/workspace") == "/usr/local/bin:/usr/bin"
     assert trusted_path(path, None) == "/workspace/bin:/usr/local/bin:/usr/bin:/workspace/.venv/bin"
+
+
+def test_an_interpreter_in_a_writable_directory_is_an_infrastructure_failure(runtime: LocalRuntime) -> None:
+    """The farm's venv under /tmp: every sandbox has its own writable /tmp, so a rollout could plant a
+    `python` there, and an evaluation without that entry finds no `python` and scored the policy 0
+    ("python: command not found"). Neither: the evaluation refuses to run and says why."""
+    spec = SandboxSpec(env={"PATH": f"/tmp/farm-venv/bin:{BASE_PATH}"})
+    with runtime.start(spec) as sandbox, pytest.raises(EvaluatorUnavailable, match="/tmp/farm-venv/bin"):
+        evaluation_env(sandbox, rollout_sandbox=False)
+    spec = SandboxSpec(env={"PATH": f"/workspace/.venv/bin:{BASE_PATH}"})  # a task's own venv is screened
+    with runtime.start(spec) as sandbox:
+        assert evaluation_env(sandbox, rollout_sandbox=True)["PATH"] == BASE_PATH
 
 
 def test_refused_patch_paths_reads_every_diff_header() -> None:

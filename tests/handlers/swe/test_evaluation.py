@@ -14,6 +14,7 @@ import pytest
 from containers.local import LocalRuntime
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
+from handlers.evaluation_guard import EvaluatorUnavailable
 from handlers.swe.evaluation import BadTestPatch, evaluate_patch
 from handlers.swe.instance import SweTask
 from handlers.swe.repository import (
@@ -25,7 +26,6 @@ from handlers.swe.repository import (
     workspace_diff,
 )
 from handlers.swe.swebench_harness import unavailable_reason
-from handlers.swe.verdict import EvaluatorUnavailable
 from tests.handlers.swe.conftest import requires_bwrap
 
 pytestmark = requires_bwrap
