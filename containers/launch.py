@@ -26,8 +26,12 @@ def host_interpreter_in_writable_dir() -> str | None:
     """The farm's interpreter directory, which a sandbox without an image finds first on PATH, when it lies
     under a sandbox-writable directory (a venv under /tmp): evaluations then refuse to run."""
     bin_dir = os.path.dirname(sys.executable)
-    writable = any(bin_dir == d or bin_dir.startswith(d + "/") for d in SANDBOX_WRITABLE_DIRS)
-    return bin_dir if writable else None
+    return bin_dir if any(beneath(bin_dir, d) for d in SANDBOX_WRITABLE_DIRS) else None
+
+
+def beneath(path: str, parent: str) -> bool:
+    """`path` is `parent` or lies under it (both normalised, absolute)."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 @functools.cache

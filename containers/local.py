@@ -39,6 +39,7 @@ from containers.identity import (
 from containers.launch import (
     IMAGE_LIB_DIR,
     PACKAGE_DIR,
+    beneath,
     ensure_bytecode,
     host_import_path,
     host_interpreter_in_writable_dir,
@@ -183,8 +184,8 @@ def host_paths_for_server(hidden: list[str]) -> list[str]:
         dict.fromkeys(
             p
             for p in (os.path.realpath(w) for w in wanted)
-            if any(_beneath(p, m) and p != m for m in masked)
-            and not any(_beneath(m, p) for m in masked)
+            if any(beneath(p, m) and p != m for m in masked)
+            and not any(beneath(m, p) for m in masked)
             and os.path.exists(p)
         )
     )
@@ -198,10 +199,6 @@ def _warn_writable_interpreter_once() -> None:
             "evaluations will refuse to run there (EvaluatorUnavailable); install the venv elsewhere",
             bin_dir,
         )
-
-
-def _beneath(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 def staged_bwrap(bwrap: str, staging: Staging | None, identity: HostIdentity | None) -> str:
@@ -450,7 +447,7 @@ class LocalRuntime:
             *spec.hide,
         ]
         found = [os.path.realpath(p) for p in candidates if p and os.path.isdir(p)]
-        return list(dict.fromkeys(p for p in found if p != "/" and not _beneath(p, "/tmp")))
+        return list(dict.fromkeys(p for p in found if p != "/" and not beneath(p, "/tmp")))
 
     @staticmethod
     def _read_info(proc: subprocess.Popen[bytes], info_r: int, deadline: float) -> dict[str, Any]:

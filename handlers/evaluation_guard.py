@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 
 from containers import Sandbox
-from containers.launch import SANDBOX_WRITABLE_DIRS
+from containers.launch import SANDBOX_WRITABLE_DIRS, beneath
 
 IMPLICIT_NAMES = frozenset(
     {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini"}
@@ -166,7 +166,7 @@ def _host_entries_in_writable_dirs(path: str, workdir: str) -> list[str]:
 
 
 def _under(path: str, parents: tuple[str, ...]) -> bool:
-    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
+    return any(beneath(path, p) for p in parents)
 
 
 def trusted_path(path: str, workdir: str | None) -> str:
