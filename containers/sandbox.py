@@ -122,9 +122,42 @@ class Sandbox:
         return answer
 
     def quiesce(self) -> None:
-        """Kill every process in the sandbox but its execution server (what a rollout left running), before
-        an evaluation runs there. Raises ExecServerError when the server cannot be reached."""
+        """Kill every process in the sandbox but its execution server (what a rollout left running), until
+        none is left, before an evaluation runs or reads anything there. Raises ExecServerError when the
+        server cannot be reached (or a process survives)."""
         self._call("quiesce", {}, timeout=10.0)
+
+    def prepare_evaluation(
+        self, files: dict[str, str] | None = None, cwd: str | None = None
+    ) -> dict[str, Any]:
+        """In the sandbox, as its user: the evaluation's own directory ({"dir"}), the workdir (and `cwd`)
+        checked and `files` written at their names without following links; {"refused": why} when the
+        sandbox's state makes that impossible (containers/server/evaluation.py). Quiesce first."""
+        args = {"workdir": self.workdir, "files": files or {}, "cwd": cwd}
+        answer: dict[str, Any] = self._call("prepare_evaluation", args, timeout=60.0)
+        return answer
+
+    def freeze(self, path: str | None = None, max_bytes: int | None = None) -> dict[str, Any]:
+        """A directory of the sandbox (default: the workdir) as a base64 tar made inside it by its user,
+        links as links ({"data", "skipped"}), or {"refused": why} (containers/freeze.py). Quiesce first."""
+        args = {"path": path or self.workdir, "max_bytes": max_bytes}
+        answer: dict[str, Any] = self._call("freeze", args, timeout=300.0)
+        return answer
+
+    def thaw(self, data: str, dest: str | None = None) -> dict[str, Any]:
+        """Unpack a `freeze` archive into `dest` (default: the workdir) inside the sandbox."""
+        answer: dict[str, Any] = self._call(
+            "thaw", {"data": data, "dest": dest or self.workdir}, timeout=300.0
+        )
+        return answer
+
+    def scan_named(
+        self, names: list[str], skipped_dirs: list[str], root: str | None = None
+    ) -> dict[str, str]:
+        """Fingerprints of the entries called `names` under `root` (default: the workdir), read inside."""
+        args = {"root": root or self.workdir, "names": names, "skipped_dirs": skipped_dirs}
+        found: dict[str, str] = self._call("scan_named", args, timeout=120.0)["found"]
+        return found
 
     def ping(self) -> bool:
         try:

@@ -10,7 +10,17 @@ workspace), and the shell finds commands on PATH. A rollout can plant any of the
   host without following links (`scan_implicit`, `changed_implicit`);
 - runs its commands with `evaluation_env`: no user site, a fresh $HOME, no BASH_ENV/ENV, and PATH without
   any entry the sandbox can write (the workspace, /tmp);
-- in the rollout's own sandbox, first kills what the rollout left running (`Sandbox.quiesce`);
+- before any evaluation step or read of a rollout's workspace, kills everything the rollout left running
+  in its sandbox (`Sandbox.quiesce`: the whole pid namespace but the execution server);
+- keeps its own inputs off the rollout's paths (`prepare_evaluation`): its $HOME and bytecode cache in a
+  directory it makes itself (unpredictable name, O_EXCL), hidden files written at their names inside the
+  sandbox without following links, replacing whatever the rollout left there;
+- reads a workspace only inside its sandbox, as the sandbox's user: the implicitly loaded files
+  (`implicit_files`), a frozen copy for a fresh runtime (`carry_workspace`), never on the host as root;
+- tells the rollout's failures from the farm's by construction: a step on a state the farm made (a fresh
+  runtime before the rollout's work arrives) failing is the farm's (`EvaluatorUnavailable`); the same
+  step failing on the rollout's state is the rollout's (`EvaluationRefused`: reward 0, flagged in
+  `metadata.evaluation_refused`);
 - counts a sandbox whose execution server was lost after the rollout ran in it as the rollout's doing
   (`sandbox_lost_by_rollout`): scored 0 and flagged, never an infrastructure failure. The rollout's
   commands run as the server's user and can kill it; a trainer leaves infrastructure failures out, so
@@ -19,14 +29,13 @@ workspace), and the shell finds commands on PATH. A rollout can plant any of the
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import stat
 import uuid
 from pathlib import Path
 
 from containers import Sandbox
+from containers.freeze import scan_named
 from containers.launch import SANDBOX_WRITABLE_DIRS, beneath
 
 IMPLICIT_NAMES = frozenset(
@@ -40,7 +49,12 @@ class EvaluatorUnavailable(RuntimeError):
     the farm's interpreter in a directory every sandbox can write): an infrastructure failure, never a 0."""
 
 
-MAX_HASHED_BYTES = 8 << 20
+class EvaluationRefused(Exception):
+    """The state the rollout left makes the evaluation impossible (a directory where a hidden test goes,
+    permissions removed, /tmp unusable, a tree too deep, a patch that does not apply): the rollout's doing,
+    scored 0 with `metadata.evaluation_refused` naming the reason, never an infrastructure failure."""
+
+
 _DIFF_PATHS = re.compile(r"^(?:diff --git a/(.+?) b/(.+?)|(?:---|\+\+\+) (?:a|b)/(.+?)(?:\t.*)?)$")
 
 
@@ -87,32 +101,36 @@ files there; an evaluation in the rollout's sandbox keeps the workspace off PATH
 
 def scan_implicit(root: str | Path) -> dict[str, str]:
     """Workspace-relative path → sha256 (or "link:<target>", "special") of every implicitly loaded file
-    under `root` (.pth files aside: loaded only from site directories), read on the host without
-    following links."""
-    found: dict[str, str] = {}
-    base = str(root)
-    for directory, dirs, files in os.walk(base, followlinks=False):
-        dirs[:] = [d for d in dirs if d not in SCAN_SKIPPED_DIRS]
-        for name in [*files, *dirs]:
-            if name not in IMPLICIT_NAMES:
-                continue
-            path = os.path.join(directory, name)
-            found[os.path.relpath(path, base)] = _fingerprint(path)
-    return found
+    under `root` (.pth files aside: loaded only from site directories), without following links and
+    without recursion (containers/freeze.py). `implicit_files` reads a sandbox's from inside it."""
+    return scan_named(str(root), IMPLICIT_NAMES, SCAN_SKIPPED_DIRS)
 
 
-def _fingerprint(path: str) -> str:
-    try:
-        info = os.lstat(path)
-        if stat.S_ISLNK(info.st_mode):
-            return f"link:{os.readlink(path)}"
-        if not stat.S_ISREG(info.st_mode):
-            return f"special:{stat.S_IFMT(info.st_mode)}"
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            return hashlib.sha256(handle.read(MAX_HASHED_BYTES)).hexdigest()
-    except OSError as exc:
-        return f"unreadable:{exc.errno}"
+def implicit_files(sandbox: Sandbox) -> dict[str, str]:
+    """`scan_implicit` of the sandbox's workdir, read inside the sandbox by its own user."""
+    return sandbox.scan_named(sorted(IMPLICIT_NAMES), sorted(SCAN_SKIPPED_DIRS))
+
+
+def prepare_evaluation(sandbox: Sandbox, files: dict[str, str], cwd: str | None = None) -> str:
+    """The evaluation's own directory in `sandbox` (quiesced first), `files` placed; EvaluationRefused when
+    the sandbox's state makes that impossible."""
+    answer = sandbox.prepare_evaluation(files, cwd)
+    if answer.get("refused"):
+        raise EvaluationRefused(str(answer["refused"]))
+    return str(answer["dir"])
+
+
+def carry_workspace(source: Sandbox, target: Sandbox) -> list[str]:
+    """The source's workdir, frozen inside it (quiesced first) and unpacked in the target's workdir; the
+    host only forwards the bytes. Returns the entries left out (special files, links leading out);
+    EvaluationRefused when the workspace cannot be carried (too large, too deep, unreadable)."""
+    frozen = source.freeze()
+    if frozen.get("refused"):
+        raise EvaluationRefused(f"the workspace cannot be carried to the fresh runtime: {frozen['refused']}")
+    thawed = target.thaw(frozen["data"])
+    if thawed.get("refused"):
+        raise EvaluationRefused(str(thawed["refused"]))
+    return [*frozen.get("skipped", []), *thawed.get("left_out", [])]
 
 
 def changed_implicit(before: dict[str, str], after: dict[str, str]) -> list[str]:
@@ -126,15 +144,23 @@ def command_path(sandbox: Sandbox) -> str:
     return sandbox.exec(["/usr/bin/printenv", "PATH"], timeout=30).stdout.strip()
 
 
-def evaluation_env(sandbox: Sandbox, *, rollout_sandbox: bool) -> dict[str, str]:
+def evaluation_env(
+    sandbox: Sandbox, *, rollout_sandbox: bool, evaluation_dir: str | None = None
+) -> dict[str, str]:
     """Variables an evaluation command runs with in `sandbox`: a fresh private $HOME, no user site, no shell
     start-up file, and PATH less what the sandbox can write. In a fresh sandbox the workspace's own PATH
     entries (a venv the task prepared) stay, the patch having been screened for them; in the rollout's
-    sandbox they go."""
-    home = f"/tmp/.farm-eval-{uuid.uuid4().hex}"
-    made = sandbox.exec(["/bin/mkdir", "-m", "700", home], timeout=30)
-    if made.exit_code != 0:
-        raise RuntimeError(f"could not make the evaluation's home {home}: {made.stderr.strip()[:300]}")
+    sandbox they go. With `evaluation_dir` (`prepare_evaluation`'s), $HOME and Python's bytecode cache
+    (PYTHONPYCACHEPREFIX: no `__pycache__` the rollout planted is read) are in it."""
+    extra: dict[str, str] = {}
+    if evaluation_dir is not None:
+        home = f"{evaluation_dir}/home"
+        extra["PYTHONPYCACHEPREFIX"] = f"{evaluation_dir}/pycache"
+    else:
+        home = f"/tmp/.farm-eval-{uuid.uuid4().hex}"
+        made = sandbox.exec(["/bin/mkdir", "-m", "700", home], timeout=30)
+        if made.exit_code != 0:
+            raise RuntimeError(f"could not make the evaluation's home {home}: {made.stderr.strip()[:300]}")
     path = command_path(sandbox)
     if untrusted := _host_entries_in_writable_dirs(path, sandbox.workdir):
         # The farm put these on PATH (the execution server's PATH is the host's), e.g. a venv under /tmp.
@@ -152,6 +178,7 @@ def evaluation_env(sandbox: Sandbox, *, rollout_sandbox: bool) -> dict[str, str]
         "PYTHONNOUSERSITE": "1",
         "BASH_ENV": "",
         "ENV": "",
+        **extra,
     }
 
 

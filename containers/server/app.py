@@ -108,6 +108,10 @@ class ExecService:
             "editor": self.editor,
             "cancel": self.cancel,
             "quiesce": self.quiesce,
+            "prepare_evaluation": self.prepare_evaluation,
+            "freeze": self.freeze,
+            "thaw": self.thaw,
+            "scan_named": self.scan_named,
             "shutdown": self.shutdown,
             "ttl": self.set_ttl,
         }
@@ -155,17 +159,70 @@ class ExecService:
         return {"commands": self.runner.cancel_all(), "tools": self.tools.interrupt()}
 
     def quiesce(self) -> dict[str, Any]:
-        """SIGKILL every process of the sandbox but this server and the namespace's init: what the rollout
-        left running (daemons that escaped their process group, the tool shells) must not touch what an
-        evaluation runs next. kill(-1) reaches exactly the processes of this pid namespace."""
-        import signal
+        """SIGKILL every process of the sandbox but this server and the namespace's init, until none is
+        left: what the rollout left running (daemons that escaped their process group, the tool shells)
+        must not touch what an evaluation runs or reads next (containers/server/evaluation.py)."""
+        from containers.server import evaluation
 
         self.runner.cancel_all()
         self.tools.interrupt()
-        with contextlib.suppress(ProcessLookupError):  # nothing else was running
-            os.kill(-1, signal.SIGKILL)
+        stopped = evaluation.stop_others()
         self.tools.forget()
-        return {"pid": os.getpid()}
+        if stopped["left"]:
+            raise RuntimeError(
+                f"processes {stopped['left'][:10]} survived {stopped['rounds']} rounds of SIGKILL"
+            )
+        return {"pid": os.getpid(), "rounds": stopped["rounds"]}
+
+    @staticmethod
+    def prepare_evaluation(
+        workdir: str, files: dict[str, str] | None = None, cwd: str | None = None
+    ) -> dict[str, Any]:
+        """The evaluation's own directory, the workdir (and cwd) checked, `files` placed: {"dir"} or
+        {"refused": why} (the sandbox's state makes the evaluation impossible)."""
+        from containers.server import evaluation
+
+        made = evaluation.evaluation_dir()
+        if "refused" in made:
+            return made
+        for directory in dict.fromkeys([workdir, *([cwd] if cwd else [])]):
+            checked = evaluation.check_dir(directory)
+            if "refused" in checked:
+                return {**made, **checked}
+        placed = evaluation.place_files(workdir, files or {})
+        return {**made, **placed}
+
+    @staticmethod
+    def freeze(path: str, max_bytes: int | None = None) -> dict[str, Any]:
+        """`path` as a base64 tar made here (containers/freeze.py), or {"refused": why}."""
+        import base64
+
+        from containers import freeze
+
+        try:
+            data, skipped = freeze.freeze(path, max_bytes=max_bytes or freeze.MAX_FREEZE_BYTES)
+        except freeze.Refused as exc:
+            return {"refused": str(exc)}
+        return {"data": base64.b64encode(data).decode(), "skipped": skipped[:100]}
+
+    @staticmethod
+    def thaw(data: str, dest: str) -> dict[str, Any]:
+        import base64
+        import tarfile
+
+        from containers import freeze
+
+        try:
+            left_out = freeze.thaw(base64.b64decode(data), dest)
+        except (OSError, tarfile.TarError) as exc:
+            return {"refused": f"the workspace copy cannot be unpacked: {exc}"}
+        return {"left_out": left_out[:100]}
+
+    @staticmethod
+    def scan_named(root: str, names: list[str], skipped_dirs: list[str]) -> dict[str, Any]:
+        from containers import freeze
+
+        return {"found": freeze.scan_named(root, frozenset(names), frozenset(skipped_dirs))}
 
     def shutdown(self) -> dict[str, Any]:
         threading.Thread(target=self._on_shutdown, daemon=True).start()

@@ -18,22 +18,25 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from containers import ExecServerError, Sandbox, attach
+from containers import ExecServerError, Sandbox, SandboxLimitExceeded, attach
 from farm.handler.context import JobContext
 from farm.handler.protocol import EvalOutput, RunOutput
 from handlers.evaluation_guard import (
+    EvaluationRefused,
     EvaluatorUnavailable,
+    carry_workspace,
     changed_implicit,
     command_path,
     evaluation_env,
+    implicit_files,
+    prepare_evaluation,
     refused_patch_paths,
     sandbox_lost_by_rollout,
-    scan_implicit,
     workspace_path_dirs,
 )
-from handlers.harness.prepare import Step, parse_steps, run_steps, sandbox_path, tail, write_file_command
+from handlers.harness.prepare import Step, parse_steps, run_steps, sandbox_path, tail
 from handlers.harness.runtime import sandbox_overrides
 from handlers.harness.workspace import apply_patch_script
 from handlers.sandboxing import start_sandbox
@@ -56,7 +59,9 @@ class RunFacts:
     exit_code: int | None
     fresh: FreshRuntime | None = None
     implicit_before: dict[str, str] | None = None
-    """The workspace's implicitly loaded files (conftest.py, ...) before the harness ran, read on the host."""
+    """The workspace's implicitly loaded files (conftest.py, ...) before the harness ran, read inside."""
+    patch_error: str | None = None
+    """Why the workspace's patch could not be taken (a git repository the rollout broke)."""
 
 
 class HarnessEvaluator(ABC):
@@ -105,7 +110,18 @@ class OutputTestConfig(BaseModel):
     prepare: list[Any] = Field(default_factory=list)
     """Extra steps for the fresh runtime, after the task's own prepare steps."""
     files: dict[str, str] = Field(default_factory=dict)
-    """Written (relative to the workdir) just before the command: hidden tests, fixtures."""
+    """Written (relative to the workdir) just before the command: hidden tests, fixtures. Written inside the
+    sandbox once nothing of the rollout runs, without following links; whatever the rollout left at such a
+    name is replaced, and a directory there refuses the evaluation (handlers/evaluation_guard.py)."""
+
+    @field_validator("files")
+    @classmethod
+    def _relative_names(cls, files: dict[str, str]) -> dict[str, str]:
+        for name in files:
+            parts = name.split("/")
+            if name.startswith("/") or ".." in parts or not name.strip("/.") or "\0" in name:
+                raise ValueError(f"{name!r}: a relative path inside the workdir, without '..'")
+        return files
 
 
 class OutputTestEvaluator(HarnessEvaluator):
@@ -123,27 +139,44 @@ class OutputTestEvaluator(HarnessEvaluator):
         return parse_steps(config.prepare, "evaluator.config.prepare") if config.fresh else None
 
     def collect(self, ctx: JobContext, facts: RunFacts, config: BaseModel) -> dict[str, Any]:
+        """Whose state a step failed on decides the class (handlers/evaluation_guard.py): the farm's (a
+        fresh runtime before the rollout's work arrives) is an infrastructure failure; the rollout's (its
+        own sandbox, or the fresh runtime once its work arrived) is a 0 flagged `evaluation_refused`."""
         assert isinstance(config, OutputTestConfig)
         timeout = min(config.timeout_s, max(ctx.remaining(), 1.0))
+        on_farm_state = False
         try:
+            facts.sandbox.quiesce()  # nothing the harness left running may touch or race the evaluation
             tampered = self._tampered(facts)
             if tampered:
                 why = f"the harness changed files the test would load implicitly: {', '.join(tampered)}"
                 return {"test": {"passed": False, "exit_code": None, "output": why, "tampered": tampered}}
+            cwd = sandbox_path(facts.sandbox.workdir, config.cwd) if config.cwd else None
             if not config.fresh:
-                facts.sandbox.quiesce()  # nothing the harness left running may touch the test
-                return {"test": self._run_test(facts.sandbox, config, timeout, fresh=False)}
+                own_dir = prepare_evaluation(facts.sandbox, config.files, cwd)
+                return {"test": self._run_test(facts.sandbox, config, timeout, fresh=False, own_dir=own_dir)}
             if facts.fresh is None:
                 raise EvaluatorUnavailable("the fresh runtime was never started")
+            on_farm_state = True
             sandbox = facts.fresh.wait(timeout=max(ctx.remaining(), 1.0))
-            problem = self._transfer(facts, sandbox)
-            if problem:
-                return {"test": {"passed": False, "exit_code": None, "output": problem, "fresh": True}}
-            return {"test": self._run_test(sandbox, config, timeout, fresh=True)}
-        except ExecServerError as exc:
-            if config.fresh:  # the farm's own fresh runtime failed: infrastructure (below)
+            prepare_evaluation(sandbox, {})  # the same step on the farm's own state: must succeed
+            on_farm_state = False
+            self._transfer(facts, sandbox)
+            own_dir = prepare_evaluation(sandbox, config.files, cwd)
+            return {"test": self._run_test(sandbox, config, timeout, fresh=True, own_dir=own_dir)}
+        except EvaluationRefused as exc:
+            if on_farm_state:
                 return self._unavailable(ctx, exc, config)
-            # The rollout's own sandbox, after the rollout ran in it: its doing (evaluation_guard).
+            return {"test": {"passed": False, "exit_code": None, "output": str(exc), "refused": str(exc)}}
+        except SandboxLimitExceeded as exc:
+            if on_farm_state:
+                return self._unavailable(ctx, exc, config)
+            why = f"the sandbox exceeded a resource limit during the evaluation: {exc}"
+            return {"test": {"passed": False, "exit_code": None, "output": why, "refused": why}}
+        except ExecServerError as exc:
+            if on_farm_state:  # the farm's own fresh runtime failed before the rollout's work arrived
+                return self._unavailable(ctx, exc, config)
+            # Lost in the rollout's sandbox, or in the fresh one running the rollout's work: its doing.
             lost = sandbox_lost_by_rollout(exc)
             return {"test": {"passed": False, "exit_code": None, "output": lost, "sandbox_lost": lost}}
         except Exception as exc:  # infrastructure, not the policy's doing: eval fails instead of scoring 0
@@ -159,42 +192,41 @@ class OutputTestEvaluator(HarnessEvaluator):
 
     @staticmethod
     def _tampered(facts: RunFacts) -> list[str]:
-        """Implicitly loaded files the harness added, removed or changed in its workspace (same node)."""
-        if facts.implicit_before is None or not facts.sandbox.workspace.is_dir():
+        """Implicitly loaded files the harness added, removed or changed in its workspace (read inside)."""
+        if facts.implicit_before is None:
             return []
-        return changed_implicit(facts.implicit_before, scan_implicit(facts.sandbox.workspace))
+        return changed_implicit(facts.implicit_before, implicit_files(facts.sandbox))
 
     @staticmethod
-    def _transfer(facts: RunFacts, sandbox: Sandbox) -> str | None:
-        """Bring the harness's work into the fresh runtime; returns a problem, or None."""
+    def _transfer(facts: RunFacts, sandbox: Sandbox) -> None:
+        """Bring the harness's work into the fresh runtime: its patch (taken by git inside the stopped
+        sandbox), or a copy frozen inside it; EvaluationRefused when its state makes that impossible."""
         if facts.patch is not None:
             if not facts.patch.strip():
-                return None
+                return
             refused = refused_patch_paths(
                 facts.patch, workspace_path_dirs(command_path(sandbox), sandbox.workdir)
             )
             if refused:
-                return (
+                raise EvaluationRefused(
                     f"the workspace patch changes files the test would load implicitly: {', '.join(refused)}"
                 )
             applied = sandbox.exec(apply_patch_script(), stdin=facts.patch, timeout=120.0)
             if applied.exit_code != 0:
-                return f"the workspace patch does not apply in the fresh runtime:\n{tail(applied.stderr)}"
-            return None
-        if facts.sandbox.workspace.is_dir():  # not a git repository: copy the files (same node)
-            sandbox.upload(facts.sandbox.workspace, sandbox.workdir)
-            return None
-        return "the workspace is not a git repository and not reachable from here: nothing to test"
+                raise EvaluationRefused(
+                    f"the workspace patch does not apply in the fresh runtime:\n{tail(applied.stderr)}"
+                )
+            return
+        if facts.patch_error:
+            raise EvaluationRefused(f"the workspace's patch could not be taken: {facts.patch_error}")
+        carry_workspace(facts.sandbox, sandbox)  # not a git repository: a frozen copy, made inside
 
     @staticmethod
-    def _run_test(sandbox: Sandbox, config: OutputTestConfig, timeout: float, fresh: bool) -> dict[str, Any]:
-        for path, content in config.files.items():
-            target = sandbox_path(sandbox.workdir, path)
-            written = sandbox.exec(write_file_command(target), stdin=content, timeout=60.0)
-            if written.exit_code != 0:
-                raise RuntimeError(f"test_on_output: could not write {path}: {written.stderr.strip()}")
+    def _run_test(
+        sandbox: Sandbox, config: OutputTestConfig, timeout: float, fresh: bool, own_dir: str
+    ) -> dict[str, Any]:
         cwd = sandbox_path(sandbox.workdir, config.cwd) if config.cwd else None
-        env = evaluation_env(sandbox, rollout_sandbox=not fresh)
+        env = evaluation_env(sandbox, rollout_sandbox=not fresh, evaluation_dir=own_dir)
         result = sandbox.exec(config.command, cwd=cwd, timeout=timeout, env=env)
         output = (result.stdout + ("\n" + result.stderr if result.stderr else "")).strip()
         return {
@@ -213,10 +245,15 @@ class OutputTestEvaluator(HarnessEvaluator):
         if test.get("error"):
             raise EvaluatorUnavailable(f"test_on_output could not run the test: {test['error']}")
         if test.get("tampered"):
-            return EvalOutput(reward=0.0, metadata={"tests_passed": False, "tampered": test["tampered"]})
+            tampered = {"tests_passed": False, "tampered": test["tampered"]}
+            return EvalOutput(reward=0.0, metadata={**tampered, "evaluation_refused": test["output"]})
         if test.get("sandbox_lost"):
             lost = {"tests_passed": False, "sandbox_lost": test["sandbox_lost"]}
-            return EvalOutput(reward=0.0, metadata=lost)
+            return EvalOutput(reward=0.0, metadata={**lost, "evaluation_refused": test["sandbox_lost"]})
+        if test.get("refused"):
+            return EvalOutput(
+                reward=0.0, metadata={"tests_passed": False, "evaluation_refused": test["refused"]}
+            )
         passed = bool(test.get("passed"))
         return EvalOutput(reward=1.0 if passed else 0.0, metadata={"tests_passed": passed})
 

@@ -22,7 +22,7 @@ from farm.errors import JobCancelled, LeaseLost, WorkerDraining
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
 from farm.handler.registry import register
-from handlers.evaluation_guard import sandbox_lost_by_rollout, scan_implicit
+from handlers.evaluation_guard import implicit_files, sandbox_lost_by_rollout
 from handlers.harness.adapters import HarnessInputs, HarnessPlan, get_adapter
 from handlers.harness.evaluators import FreshRuntime, RunFacts, resolve
 from handlers.harness.execution import Interrupted, checked_exec, quietly, run_interruptible
@@ -138,14 +138,21 @@ class HarnessHandler(AgentHandler):
                 if fresh_steps is not None:
                     groups = [*self.prepare_steps(ctx, inst), ("evaluator.config.prepare", fresh_steps)]
                     fresh = FreshRuntime(ctx, groups)
-                implicit_before = scan_implicit(sandbox.workspace) if sandbox.workspace.is_dir() else None
+                implicit_before = implicit_files(sandbox)  # read inside, before anything of the rollout
                 kind, finish_reason, artifacts = self.run_harness(ctx, inst, sandbox, plan, session_id)
                 # A new connection: after an interruption the harness's exec may still hold the old one.
                 after = open_sandbox(state)
-                artifacts.update(self.patch_artifacts(after, state))
+                self.stop_rollout(after, artifacts)  # before the patch or any evaluation step reads it
+                if not artifacts.get("sandbox_lost"):
+                    artifacts.update(self.patch_artifacts(after, state))
                 if kind == "completed" and not artifacts.get("sandbox_lost"):
                     facts = RunFacts(
-                        after, artifacts.get("patch"), artifacts["exit_code"], fresh, implicit_before
+                        after,
+                        artifacts.get("patch"),
+                        artifacts["exit_code"],
+                        fresh,
+                        implicit_before,
+                        artifacts.get("patch_error"),
                     )
                     artifacts.update(evaluator.collect(ctx, facts, evaluator_config))
             except BaseException:
@@ -177,7 +184,11 @@ class HarnessHandler(AgentHandler):
         inst: HarnessInstance = ctx.instance  # type: ignore[assignment]
         evaluator, config = resolve(ctx.spec.evaluator, inst.evaluator)
         if run.artifacts.get("sandbox_lost"):
-            lost = {"evaluator": evaluator.name, "sandbox_lost": run.artifacts["sandbox_lost"]}
+            lost = {
+                "evaluator": evaluator.name,
+                "sandbox_lost": run.artifacts["sandbox_lost"],
+                "evaluation_refused": run.artifacts["sandbox_lost"],
+            }
             return EvalOutput(reward=0.0, metadata=lost)
         evaluation = evaluator.score(ctx, run, config)
         evaluation.metadata = {"evaluator": evaluator.name, **evaluation.metadata}
@@ -282,6 +293,17 @@ class HarnessHandler(AgentHandler):
         if outcome.timed_out:
             return "timeout", "deadline" if limit == "job" else "harness_timeout"
         return "completed", "harness_exited" if outcome.exit_code == 0 else "harness_failed"
+
+    @staticmethod
+    def stop_rollout(sandbox: Sandbox, artifacts: dict[str, Any]) -> None:
+        """Kill everything the harness left running in its sandbox (issue 34 item 1); a server the rollout
+        took down with it is the rollout's doing (evaluation_guard)."""
+        try:
+            sandbox.quiesce()
+        except SandboxLimitExceeded:
+            raise  # a limit the harness hit ends the job as that failure
+        except ExecServerError as exc:
+            artifacts.setdefault("sandbox_lost", sandbox_lost_by_rollout(exc))
 
     @staticmethod
     def patch_artifacts(sandbox: Any, state: dict[str, Any]) -> dict[str, Any]:
