@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from containers import disk_watch, egress, procs
+from containers import disk_watch, egress, procs, removal
 from containers import limits_host as host_limits
 from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
@@ -70,6 +70,45 @@ CLAIM_FILE = "claim.json"
 """Written once, with O_EXCL, when a pooled sandbox is claimed (containers/warm_pool.py): the claimer's
 labels and times, which override the handle file's. A new small file costs a fraction of a millisecond
 where replacing the handle file costs milliseconds (ext4 flushes a file renamed over another)."""
+
+
+TEARDOWN_FAILED = "teardown-failed.json"
+"""Left in a sandbox directory whose removal failed: the cause, said once (the orphan sweep retries such a
+directory rarely and quietly, see tasks/orphans.py)."""
+
+
+def remove_sandbox_dir(directory: Path) -> str | None:
+    """Removes a sandbox's directory whatever its rollout left in it (containers/removal.py), its handle
+    last so that a directory left half-removed is still known as a sandbox. Returns None when it is gone;
+    else the cause, logged once (not again while it stays the same) and recorded in TEARDOWN_FAILED."""
+    if not os.path.lexists(directory):
+        return None
+    try:
+        for name in sorted(set(os.listdir(directory)) - {HANDLE_FILE, CLAIM_FILE, TEARDOWN_FAILED}):
+            removal.remove_tree(str(directory / name))
+        removal.remove_tree(str(directory))
+    except OSError as exc:
+        cause = str(exc)
+        previous = teardown_failure(directory)
+        if previous is None or previous.get("cause") != cause:
+            logging.getLogger(__name__).warning(
+                "sandbox directory %s left on disk: %s (said once; the orphan sweep retries it hourly)",
+                directory,
+                cause,
+            )
+        with contextlib.suppress(OSError):
+            (directory / TEARDOWN_FAILED).write_text(json.dumps({"cause": cause, "at": time.time()}))
+        return cause
+    return None
+
+
+def teardown_failure(directory: Path) -> dict[str, Any] | None:
+    """What TEARDOWN_FAILED recorded in `directory`, or None."""
+    try:
+        found: dict[str, Any] = json.loads((directory / TEARDOWN_FAILED).read_text())
+    except (OSError, ValueError):
+        return None
+    return found
 
 
 def read_recorded(directory: Path) -> SandboxHandle:
@@ -549,7 +588,7 @@ class LocalRuntime:
         for group in handle.cgroups or ([handle.cgroup] if handle.cgroup else []):
             procs.remove_cgroup(group)
         host_limits.unmount_workspace(handle.workspace)
-        shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
+        remove_sandbox_dir(Path(handle.sandbox_dir))
         _reap_children()
 
 
