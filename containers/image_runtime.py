@@ -4,7 +4,7 @@ torn down by the CLI and by removing the directory. Each runtime supplies its CL
 
 from __future__ import annotations
 
-import shutil
+import contextlib
 import subprocess
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -14,6 +14,7 @@ from containers.exec_client import wait_for_socket
 from containers.handle import SandboxHandle
 from containers.launch import IMAGE_LIB_DIR, PACKAGE_DIR, sandbox_env
 from containers.layout import check_same_node, new_sandbox, pin_server_socket
+from containers.removal import remove_tree
 from containers.sandbox import Sandbox
 from containers.server.wire import CONTROL_DIR, SOCKET_NAME
 from containers.spec import SandboxSpec
@@ -80,4 +81,5 @@ class ImageRuntime(ABC):
     def teardown(self, handle: SandboxHandle) -> None:
         if self.binary and handle.name:
             subprocess.run(self.stop_argv(self.binary, handle.name), capture_output=True, timeout=60)
-        shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # whatever the container left (depth, modes): removal.py
+            remove_tree(handle.sandbox_dir)

@@ -51,6 +51,60 @@ def host_import_path() -> list[str]:
     return paths
 
 
+SOURCE_MARKERS = ("pyproject.toml", ".git", "farm-runs")
+"""A directory holding one of these is a checkout of a project (or a farm's run directory): its task data,
+answers, run files and history stay on the host."""
+
+
+def _is_source_root(path: str) -> bool:
+    return path != "/" and any(os.path.lexists(os.path.join(path, m)) for m in SOURCE_MARKERS)
+
+
+def _editable_source() -> str | None:
+    """The directory this project was installed from in editable mode (pip's direct_url.json), if any."""
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        raw = distribution("rollout-farm").read_text("direct_url.json")
+    except (ImportError, PackageNotFoundError, OSError):
+        return None
+    try:
+        found = json.loads(raw or "{}")
+    except ValueError:
+        return None
+    url = str(found.get("url", ""))
+    editable = bool(found.get("dir_info", {}).get("editable"))
+    return url.removeprefix("file://") if editable and url.startswith("file:///") else None
+
+
+def interpreter_prefixes() -> list[str]:
+    """The directories of the running interpreter: its venv and the installation it was made from."""
+    return list(dict.fromkeys(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)))
+
+
+def project_roots() -> tuple[list[str], list[str]]:
+    """(checkouts to hide from every sandbox, checkouts that cannot be hidden). The checkouts are this
+    package's parent, an editable install's source, source directories on the import path and the working
+    directory, wherever they lie: a sandbox gets back only this package and the interpreter's venv
+    (`host_paths_for_server`). One that holds the interpreter's own installation (not a venv inside it)
+    cannot be hidden."""
+    candidates = [str(PACKAGE_DIR.parent), _editable_source() or "", *sys.path]
+    with contextlib.suppress(OSError):
+        candidates.append(os.getcwd())
+    prefixes = interpreter_prefixes()
+    roots = list(
+        dict.fromkeys(
+            os.path.realpath(c)
+            for c in candidates
+            if c and os.path.isabs(c) and os.path.isdir(c) and _is_source_root(os.path.realpath(c))
+        )
+    )
+    # the interpreter's own installation (stdlib) may not lie in a checkout; a venv inside one may
+    system = [p for p in prefixes if not os.path.exists(os.path.join(p, "pyvenv.cfg"))]
+    hideable = [r for r in roots if not any(beneath(p, r) for p in system)]
+    return hideable, [r for r in roots if r not in hideable]
+
+
 def server_command(
     spec: SandboxSpec,
     *,

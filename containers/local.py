@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from containers import disk_watch, egress, procs
+from containers import disk_watch, egress, procs, removal
 from containers import limits_host as host_limits
 from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
@@ -43,10 +43,12 @@ from containers.launch import (
     ensure_bytecode,
     host_import_path,
     host_interpreter_in_writable_dir,
+    project_roots,
     sandbox_env,
     server_command,
 )
 from containers.layout import pin_server_socket
+from containers.net_check import network_unavailable
 from containers.netns import attach_pasta, find_pasta
 from containers.sandbox import Sandbox
 from containers.server.wire import CONTROL_DIR, SOCKET_NAME
@@ -68,6 +70,45 @@ CLAIM_FILE = "claim.json"
 """Written once, with O_EXCL, when a pooled sandbox is claimed (containers/warm_pool.py): the claimer's
 labels and times, which override the handle file's. A new small file costs a fraction of a millisecond
 where replacing the handle file costs milliseconds (ext4 flushes a file renamed over another)."""
+
+
+TEARDOWN_FAILED = "teardown-failed.json"
+"""Left in a sandbox directory whose removal failed: the cause, said once (the orphan sweep retries such a
+directory rarely and quietly, see tasks/orphans.py)."""
+
+
+def remove_sandbox_dir(directory: Path) -> str | None:
+    """Removes a sandbox's directory whatever its rollout left in it (containers/removal.py), its handle
+    last so that a directory left half-removed is still known as a sandbox. Returns None when it is gone;
+    else the cause, logged once (not again while it stays the same) and recorded in TEARDOWN_FAILED."""
+    if not os.path.lexists(directory):
+        return None
+    try:
+        for name in sorted(set(os.listdir(directory)) - {HANDLE_FILE, CLAIM_FILE, TEARDOWN_FAILED}):
+            removal.remove_tree(str(directory / name))
+        removal.remove_tree(str(directory))
+    except OSError as exc:
+        cause = str(exc)
+        previous = teardown_failure(directory)
+        if previous is None or previous.get("cause") != cause:
+            logging.getLogger(__name__).warning(
+                "sandbox directory %s left on disk: %s (said once; the orphan sweep retries it hourly)",
+                directory,
+                cause,
+            )
+        with contextlib.suppress(OSError):
+            (directory / TEARDOWN_FAILED).write_text(json.dumps({"cause": cause, "at": time.time()}))
+        return cause
+    return None
+
+
+def teardown_failure(directory: Path) -> dict[str, Any] | None:
+    """What TEARDOWN_FAILED recorded in `directory`, or None."""
+    try:
+        found: dict[str, Any] = json.loads((directory / TEARDOWN_FAILED).read_text())
+    except (OSError, ValueError):
+        return None
+    return found
 
 
 def read_recorded(directory: Path) -> SandboxHandle:
@@ -169,13 +210,23 @@ _reaper = _Reaper()
 
 def host_paths_for_server(hidden: list[str]) -> list[str]:
     """What the execution server needs from the host that the sandbox would not see: the interpreter, its
-    prefixes and import-path entries lying under the private /tmp or a hidden directory (/root, ...)."""
+    prefixes, this package and import-path entries lying under the private /tmp or a hidden directory
+    (/root, a home, the project's checkout). Beneath a hidden checkout only this package and the
+    interpreter's venv come back, never the checkout's other directories (tests, task data on sys.path)."""
+    checkouts = project_roots()[0]
+    venv = os.path.realpath(sys.prefix)
+    from_path = [
+        p
+        for p in (os.path.realpath(e) for e in host_import_path())
+        if not any(beneath(p, c) for c in checkouts) or beneath(p, venv)
+    ]
     wanted = [
         sys.prefix,
         sys.base_prefix,
         os.path.dirname(sys.executable),
         os.path.dirname(os.path.realpath(sys.executable)),
-        *host_import_path(),
+        str(PACKAGE_DIR),
+        *from_path,
     ]
     masked = ["/tmp", *hidden]
     # Strictly beneath a masked directory: binding /tmp itself (a script's directory on sys.path) or an
@@ -210,6 +261,21 @@ def staged_bwrap(bwrap: str, staging: Staging | None, identity: HostIdentity | N
     real = Path(os.path.realpath(bwrap))
     installed = real.parents[2] if real.parent.name == "_bin" and len(real.parents) > 2 else real.parent
     return f"{staging.stage(str(installed))}/{real.relative_to(installed)}"
+
+
+def host_problems() -> list[str]:
+    """One line per sandbox capability this process cannot provide, with the cause and the fix (a worker
+    logs them at start): networking, and hiding the project's checkout from sandboxes."""
+    problems = []
+    if problem := network_unavailable():
+        problems.append(problem)
+    for checkout in project_roots()[1]:
+        problems.append(
+            f"sandboxes can read {checkout} (task data, run files, history): the farm's interpreter is "
+            "installed inside it, so it cannot be hidden; fix: use a venv (python -m venv) or an "
+            "interpreter installed outside the checkout"
+        )
+    return problems
 
 
 class LocalRuntime:
@@ -289,8 +355,8 @@ class LocalRuntime:
     ) -> SandboxHandle:
         host_root = spec.image is None
         pasta = find_pasta() if spec.network else None
-        if spec.network and pasta is None:
-            raise RuntimeUnavailable("network sandboxes need pasta (Debian package passt)")
+        if spec.network and (problem := network_unavailable()):
+            raise RuntimeUnavailable(problem)
         staging = Staging(stage_dir()) if identity is not None else None
         ready_r, ready_w = os.pipe()
         info_r, info_w = os.pipe()
@@ -445,6 +511,7 @@ class LocalRuntime:
             os.environ.get("FARM_WORKDIR", ""),
             str(self.root.resolve()),
             *spec.hide,
+            *project_roots()[0],
         ]
         found = [os.path.realpath(p) for p in candidates if p and os.path.isdir(p)]
         return list(dict.fromkeys(p for p in found if p != "/" and not beneath(p, "/tmp")))
@@ -521,7 +588,7 @@ class LocalRuntime:
         for group in handle.cgroups or ([handle.cgroup] if handle.cgroup else []):
             procs.remove_cgroup(group)
         host_limits.unmount_workspace(handle.workspace)
-        shutil.rmtree(handle.sandbox_dir, ignore_errors=True)
+        remove_sandbox_dir(Path(handle.sandbox_dir))
         _reap_children()
 
 

@@ -10,12 +10,25 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from containers.errors import SandboxStartError
+from containers.identity import (
+    _CLONE_NEWNS,
+    _MS_BIND,
+    _MS_NOSUID,
+    _MS_PRIVATE,
+    _MS_REC,
+    HostIdentity,
+    _check,
+    _load_libc,
+    stage_dir,
+)
+from containers.net_check import TUN_DEVICE, TUN_MAJOR, TUN_MINOR, tun_opens_for
 
 
 def find_pasta() -> str | None:
@@ -48,8 +61,24 @@ def pasta_argv(
     return [*argv, str(pid)]
 
 
-def _drop_to(uid: int, gid: int) -> Callable[[], None]:
+def _drop_to(uid: int, gid: int, private_tun: bool = False) -> Callable[[], None]:
+    """Run in the forked pasta before exec: with `private_tun`, first give it, in a mount namespace of its
+    own, a tun device node owned by `uid` over /dev/net/tun (the host's may be 0600, root's only: pasta
+    opens it by that path once it has joined the sandbox's network namespace); then drop to `uid` for good.
+    The copy is the same kernel device (10, 200) on a tmpfs only pasta's mount namespace holds: it grants
+    this one process nothing a 0666 device would not grant every user, and the host's node is untouched."""
+    libc = _load_libc() if private_tun else None
+    where = stage_dir().encode() if private_tun else b""
+
     def preexec() -> None:
+        if libc is not None:
+            _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+            _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+            _check(libc.mount(b"tmpfs", where, b"tmpfs", _MS_NOSUID, b"mode=0755,size=16k"), "tmpfs")
+            node = where + b"/tun"
+            os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(TUN_MAJOR, TUN_MINOR))
+            os.chown(node, uid, gid)
+            _check(libc.mount(node, TUN_DEVICE.encode(), None, _MS_BIND, None), "bind the tun device")
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
@@ -78,7 +107,7 @@ def attach_pasta(
             os.chown(private, *runas)
             target = os.path.join(private, "pid")
             argv = pasta_argv(pasta, pid, target, host_ports, netns_fd, userns_fd)
-            preexec = _drop_to(*runas)
+            preexec = _drop_to(*runas, private_tun=not tun_opens_for(HostIdentity(*runas)))
         else:
             argv, preexec = pasta_argv(pasta, pid, str(pid_file), host_ports), None
         done = subprocess.run(

@@ -16,13 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import shutil
 import socket
 import time
 from pathlib import Path
 
 from containers.handle import SandboxHandle
-from containers.local import LocalRuntime, default_root, read_recorded
+from containers.local import LocalRuntime, default_root, read_recorded, remove_sandbox_dir, teardown_failure
 from containers.runtime import Runtime, get_runtime
 from containers.warm_pool import OWNER_LABEL, owner_alive
 from farm import keys
@@ -53,13 +52,26 @@ def _scan(root: Path) -> tuple[list[SandboxHandle], list[Path]]:
     return found, unrecorded
 
 
+RETRY_FAILED_S = 3600.0
+"""A sandbox directory whose removal failed (containers.local.TEARDOWN_FAILED, its cause logged once) is
+retried this rarely, quietly unless the cause changes: not every sweep, forever, across restarts."""
+
+
+def _failed_recently(directory: Path, now: float) -> bool:
+    failure = teardown_failure(directory)
+    return failure is not None and now - float(failure.get("at") or 0) < RETRY_FAILED_S
+
+
 def _remove_unrecorded(directories: list[Path], older_than: float) -> int:
     removed = 0
+    now = time.time()
     for directory in directories:
         with contextlib.suppress(OSError):
-            if directory.stat().st_mtime < older_than:
+            if directory.stat().st_mtime >= older_than or _failed_recently(directory, now):
+                continue
+            if teardown_failure(directory) is None:
                 log.warning("removing sandbox directory %s whose starter died before recording it", directory)
-                shutil.rmtree(directory, ignore_errors=True)
+            if remove_sandbox_dir(directory) is None:
                 removed += 1
     return removed
 
@@ -93,15 +105,28 @@ def _stop_ownerless(runtime: Runtime, handles: list[SandboxHandle]) -> int:
     return stopped
 
 
+_reported: dict[str, str] = {}
+"""Sandbox id -> the cause of its last failed stop, said once per process."""
+
+
 def _stop(runtime: Runtime, handle: SandboxHandle, why: str) -> bool:
-    """Stops one sandbox the sweep found; one log line either way."""
-    log.warning("stopping sandbox %s %s", handle.id, why)
+    """Stops one sandbox the sweep found; one log line, and a failure's cause said once. A sandbox whose
+    directory could not be removed a moment ago is left alone until RETRY_FAILED_S has passed."""
+    directory = Path(handle.sandbox_dir)
+    if _failed_recently(directory, time.time()):
+        return False
+    retrying = teardown_failure(directory) is not None
+    if not retrying:
+        log.warning("stopping sandbox %s %s", handle.id, why)
     try:
         runtime.teardown(handle)
-    except Exception:
-        log.exception("could not stop sandbox %s", handle.id)
+    except Exception as exc:  # any runtime's failure: one line with its cause, never a traceback per sweep
+        cause = f"{type(exc).__name__}: {exc}"
+        if _reported.get(handle.id) != cause:
+            _reported[handle.id] = cause
+            log.warning("could not stop sandbox %s: %s", handle.id, cause)
         return False
-    return True
+    return not directory.exists()
 
 
 def sweep_due(store: JobStore) -> bool:

@@ -10,7 +10,7 @@ from celery import Task
 from farm.celery_app import app
 
 # Connected to worker signals on import: the reaper and drain hooks, the init worker's warm pool.
-from tasks import reaper, warm  # noqa: F401
+from tasks import host_checks, reaper, warm  # noqa: F401
 from tasks.lifecycle import execute_stage
 
 
