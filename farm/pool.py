@@ -111,6 +111,17 @@ local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return 0 end
 local meta = cjson.decode(raw)
 meta['policy_version'] = tonumber(ARGV[2])
+meta['publishing'] = nil
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(meta))
+return 1
+"""
+
+# KEYS: backends   ARGV: address, version being published
+_SET_PUBLISHING = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local meta = cjson.decode(raw)
+meta['publishing'] = tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(meta))
 return 1
 """
@@ -144,6 +155,11 @@ def _version(meta: dict[str, Any]) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _publishing(meta: dict[str, Any]) -> int | None:
+    value = meta.get("publishing")
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _infos(
     entries: dict[str, str], assigned: dict[str, float], inflight: dict[str, str], unhealthy: set[str]
 ) -> list[BackendInfo]:
@@ -158,6 +174,7 @@ def _infos(
             in_flight=max(0, int(inflight.get(address, 0))),
             healthy=address not in unhealthy,
             policy_version=_version(meta),
+            publishing=_publishing(meta),
             tool_call_parser=meta.get("tool_call_parser"),
         )
         rows.append((int(meta.get("order", 0)), info))
@@ -187,6 +204,21 @@ class PoolOps:
         re-pin, health untouched). False when the address is not registered."""
         reply = yield Script(_SET_VERSION, [keys.BACKENDS], [normalise_address(address), version])
         return bool(reply)
+
+    def set_publishing(self, address: str, version: int) -> Op[bool]:
+        """Marks a registered backend as being updated to `version` (POST /publish_weights) until
+        set_policy_version labels it or it is removed. False when the address is not registered."""
+        reply = yield Script(_SET_PUBLISHING, [keys.BACKENDS], [normalise_address(address), version])
+        return bool(reply)
+
+    def registration(self, address: str) -> Op[tuple[int | None, int | None] | None]:
+        """One HGET: the (policy_version, publishing) a backend is registered with now; None: not
+        registered. A model call reads it again when it ends, to tell a turn that spanned a publish."""
+        raw = yield Command(lambda r: r.hget(keys.BACKENDS, normalise_address(address)))
+        if raw is None:
+            return None
+        meta = json.loads(_decode(raw))
+        return _version(meta), _publishing(meta)
 
     def remove(self, address: str) -> Op[bool]:
         """Takes one backend out of the pool; jobs pinned to it re-pick at their next call (as after a
@@ -269,6 +301,8 @@ class BackendPool:
 
     add = SyncOp(PoolOps.add)
     set_policy_version = SyncOp(PoolOps.set_policy_version)
+    set_publishing = SyncOp(PoolOps.set_publishing)
+    registration = SyncOp(PoolOps.registration)
     remove = SyncOp(PoolOps.remove)
     clear = SyncOp(PoolOps.clear)
     list = SyncOp(PoolOps.list)
@@ -293,6 +327,8 @@ class AsyncBackendPool:
 
     add = AsyncOp(PoolOps.add)
     set_policy_version = AsyncOp(PoolOps.set_policy_version)
+    set_publishing = AsyncOp(PoolOps.set_publishing)
+    registration = AsyncOp(PoolOps.registration)
     remove = AsyncOp(PoolOps.remove)
     clear = AsyncOp(PoolOps.clear)
     any_unhealthy = AsyncOp(PoolOps.any_unhealthy)
@@ -319,6 +355,7 @@ def _pinned(reply: list[Any] | None) -> BackendInfo | None:
         kind=kind,
         weight=weight,
         policy_version=_version(meta),
+        publishing=_publishing(meta),
         tool_call_parser=parser,
     )
 

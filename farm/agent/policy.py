@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from farm.agent.versions import TurnVersions
+from farm.agent.versions import TurnVersions, spanned_publish
 from farm.errors import NoBackendAvailable
 from farm.inference.backend import BackendClient
 from farm.inference.errors import InferenceError
@@ -92,7 +92,9 @@ class PolicyClient:
             finally:
                 self.pool.call_finished(backend.address)
             self.calls += 1
-            self.versions.record(generation.weight_version, backend.policy_version)
+            ended = self.pool.registration(backend.address)
+            change = spanned_publish((backend.policy_version, backend.publishing), ended)
+            self.versions.record(generation.weight_version, backend.policy_version, change)
             self.tool_call_parser = backend.tool_call_parser
             if not self.backends_used or self.backends_used[-1] != backend.address:
                 self.backends_used.append(backend.address)

@@ -7,6 +7,13 @@ the pool registration the call was sent under (the trainer re-adds the address w
 `source` tells which, since a registration read when the call was sent can be one behind a publish that
 landed during the call.
 
+A turn that spans a publish (POST /publish_weights paused its backend with the call in flight, or labelled it
+while the call ran) is recorded in `turn_version_changes`: `{"turn": k, "from": v, "to": w, "token": i}`,
+where `token` is the index in the turn's sampled tokens from which `w` served, or None when the server does
+not say (vLLM's answers carry no version: the change is somewhere in the turn). The turn's own entry in
+`turn_policy_versions` stays the version it was sent under; an adapter that must not train on mixed tokens
+masks the turn from `token` (all of it when None): farm/adapters/version_mask.py.
+
 `max_policy_lag` K (a job's `metadata.max_policy_lag`, else FARM_MAX_POLICY_LAG; unset = always continue)
 ends a rollout before its next call when the backend now serves a version more than K past the rollout's
 oldest turn: its trace ends with finish_reason `stale_policy`, its state `cancelled`.
@@ -77,8 +84,21 @@ class TurnVersions:
                 f"(more than max_policy_lag={self.max_lag} behind)"
             )
 
-    def record(self, reported: str | None, registered: int | None) -> None:
+    changes: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(
+        self,
+        reported: str | None,
+        registered: int | None,
+        change: tuple[int | None, int | None] | None = None,
+    ) -> None:
+        """One call's version; `change` (from, to) when its backend's weights may have changed during it
+        (spanned_publish)."""
         version, source = resolve_version(reported, registered)
+        if change is not None:
+            self.changes.append(
+                {"turn": len(self.versions), "from": change[0], "to": change[1], "token": None}
+            )
         self.versions.append(version)
         self.sources.append(source)
 
@@ -90,4 +110,20 @@ class TurnVersions:
             "turn_policy_versions": list(self.versions),
             "turn_policy_version_sources": list(self.sources),
             "policy_version_span": [min(known), max(known)] if known else None,
+            **({"turn_version_changes": [dict(c) for c in self.changes]} if self.changes else {}),
         }
+
+
+def spanned_publish(
+    sent: tuple[int | None, int | None], ended: tuple[int | None, int | None] | None
+) -> tuple[int | None, int | None] | None:
+    """(from, to) when a call's backend may have changed weights while the call ran: a publish was under way
+    when it was sent (`publishing` set), or is at its end, or the label changed in between. `sent` and `ended`
+    are the backend's (policy_version, publishing) then; None: no change (or the backend left the pool)."""
+    if ended is None:
+        return None
+    sent_version, sent_publishing = sent
+    ended_version, ended_publishing = ended
+    if sent_publishing is None and ended_publishing is None and ended_version == sent_version:
+        return None
+    return sent_version, ended_publishing if ended_publishing is not None else ended_version

@@ -24,6 +24,7 @@ from farm.models import (
     TaskRequest,
     TaskStatus,
 )
+from farm.models.publish import PublishRequest, PublishResult
 
 T = TypeVar("T")
 
@@ -166,6 +167,13 @@ def add_llm_server(
     fields = {"address": address, "weight": weight, "kind": kind, "policy_version": policy_version}
     body = AddLLMServerRequest.model_validate(fields)
     return Call("POST", "/add_llm_server", _backends, json=body.model_dump(mode="json", exclude_none=True))
+
+
+def publish_weights(request: PublishRequest) -> Call[PublishResult]:
+    """No read timeout of its own beyond the request's: each backend's protocol ends by `timeout_s`."""
+    body = request.model_dump(mode="json", exclude_none=True)
+    limit = httpx.Timeout(10.0, read=request.timeout_s + 30.0)
+    return Call("POST", "/publish_weights", _model(PublishResult), json=body, timeout=limit)
 
 
 def remove_llm_server(address: str) -> Call[list[BackendInfo]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 
@@ -15,6 +15,7 @@ from farm.client.errors import FarmTimeout
 from farm.client.polling import Backoff, PollPolicy, deadline_after, expired
 from farm.models import BackendInfo, CancelRequest, JobResult, SamplingParams, SubmitResponse, TaskRequest
 from farm.models import TaskStatus as TaskStatusModel
+from farm.models.publish import PublishRequest, PublishResult
 
 T = TypeVar("T")
 
@@ -158,6 +159,21 @@ class FarmClient:
     ) -> list[BackendInfo]:
         """Re-adding a registered address with a new `policy_version` publishes weights in place."""
         return self._do(calls.add_llm_server(address, weight, kind, policy_version))
+
+    def publish_weights(
+        self,
+        policy_version: int,
+        weights_path: str,
+        *,
+        addresses: list[str] | None = None,
+        pause: Literal["keep", "wait"] = "keep",
+        timeout_s: float = 600.0,
+    ) -> PublishResult:
+        """Publish a checkpoint to every backend (or `addresses`) through its server's own routes; each is
+        labelled `policy_version` once its server confirms it, or leaves the pool (the result says why)."""
+        request = PublishRequest(policy_version=policy_version, weights_path=weights_path,
+                                 addresses=addresses, pause=pause, timeout_s=timeout_s)  # fmt: skip
+        return self._do(calls.publish_weights(request))
 
     def remove_llm_server(self, address: str) -> list[BackendInfo]:
         return self._do(calls.remove_llm_server(address))

@@ -31,6 +31,21 @@ class Engine:
         """Set while generating; vLLM-style /pause clears it and new requests wait (farm/llm/weights.py)."""
         self._version_label = "default"
         """SGLang's weight_version for a policy without weights (set by /update_weight_version)."""
+        self.finished: dict[str, int] = {}
+        """Requests finished, by finish reason (vLLM's `vllm:request_success_total`, aborts included)."""
+
+    def metrics_text(self) -> str:
+        """vLLM's finished-request counter in Prometheus text, one sample per reason (always `abort` too)."""
+        name = "vllm:request_success_total"
+        lines = [f"# HELP {name} Count of successfully processed requests.", f"# TYPE {name} counter"]
+        for reason in sorted({"stop", "length", "abort", *self.finished}):
+            labels = f'engine="0",finished_reason="{reason}",model_name="{self.model_name}"'
+            lines.append(f"{name}{{{labels}}} {float(self.finished.get(reason, 0))}")
+        return "\n".join(lines) + "\n"
+
+    def count_finished(self, sample: Sample) -> None:
+        reason = sample.finish_reason or "stop"
+        self.finished[reason] = self.finished.get(reason, 0) + 1
 
     @property
     def weight_version(self) -> str:
@@ -84,6 +99,7 @@ class Engine:
         fault = self.finish_fault(sampling.seed)
         if fault is not None:
             sample = with_fault(self.tokenizer, sample, fault)
+        self.count_finished(sample)
         return sample
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingRequest) -> Sample:

