@@ -169,7 +169,12 @@ def run_agent(
         episode.finish_reason, episode.outcome = "cancelled", "cancelled"
     except JobDeadlineExceeded:
         episode.finish_reason, episode.outcome = "deadline", "timeout"
-    if episode.every_turn_missed and episode.outcome == "completed":
+    if (
+        episode.every_turn_missed
+        and episode.outcome == "completed"
+        and episode.finish_reason != "generation_limit"
+    ):
+        # (a turn cut by the trajectory's token budget is a miss the cut made: the budget is the reason)
         episode.finish_reason = "tool_call_misses"
     _count_parses(ctx, episode)
     return episode
