@@ -3,8 +3,10 @@ produced by a job that hits it (the reference LLM's scripted policy, handlers/ma
 on the result, every trace and the viewer; an unparsed call in Llama 3's syntax counted in /metrics and
 shown by `farm report`; a required parser refused at the door (422) or in the run, naming both parsers.
 
-Reasons with no job that can hit them on this farm (`sandbox_lost`, `sandbox_limit`, `agent_failed`,
-`infrastructure_failure`, `evaluation_refused`) are mapped in tests/unit/test_termination.py."""
+Reasons with no job that can hit them on this farm without breaking it for the other tests
+(`sandbox_limit`: a workspace past its disk cap, `infrastructure_failure`: backends or sandboxes gone,
+`evaluation_refused`: produced by the evaluators' refusal, issue 34) are mapped in
+tests/unit/test_termination.py."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from farm.models.results import JobState
 from farm.models.termination import TerminationReason
 from farm.report.cli import report
 from tests.integration.jobs import submit, wait_state
+from tests.integration.test_harness_shell import submit_task, task_id
 
 pytestmark = pytest.mark.integration
 ENDED = {"done", "failed", "cancelled", "timeout"}
@@ -60,6 +63,14 @@ def test_each_reason_is_produced_by_a_job_that_hits_it(api: httpx.Client, tmp_pa
     wait_state(api, cancelled, {"run"})
     assert api.post("/cancel", json={"job_id": cancelled}).status_code == 200
     jobs[TerminationReason.cancelled] = cancelled
+    # a harness (the `shell` one: a command, no model call) that fails, and one that kills its sandbox
+    shell = {"harness": "shell", "command": "exit 3"}
+    jobs[TerminationReason.agent_failed] = submit_task(api, task_id=task_id("agent-failed"), agent=shell)
+    killer = {"harness": "shell", "command": "kill -9 $PPID; sleep 5"}  # $PPID: the execution server
+    lost = submit_task(
+        api, task_id=task_id("sandbox-lost"), agent=killer, evaluator={"strategy": "session_completed"}
+    )
+    jobs[TerminationReason.sandbox_lost] = lost
     results = {reason: wait_state(api, job, ENDED, timeout_s=60) for reason, job in jobs.items()}
     for reason, result in results.items():
         assert result.metadata.get("termination_reason") == reason.value, (reason, result.state, result.error)
