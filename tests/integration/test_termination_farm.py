@@ -3,25 +3,27 @@ produced by a job that hits it (the reference LLM's scripted policy, handlers/ma
 on the result, every trace and the viewer; an unparsed call in Llama 3's syntax counted in /metrics and
 shown by `farm report`; a required parser refused at the door (422) or in the run, naming both parsers.
 
-Reasons with no job that can hit them on this farm without breaking it for the other tests
-(`sandbox_limit`: a workspace past its disk cap, `infrastructure_failure`: backends or sandboxes gone,
-`evaluation_refused`: produced by the evaluators' refusal, issue 34) are mapped in
+`sandbox_limit` (a workspace past its disk cap) and `infrastructure_failure` (no backend) need a farm
+of their own (slow); `evaluation_refused` is the evaluators' refusal (issue 34), mapped in
 tests/unit/test_termination.py."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
 
-from farm.launcher import LocalFarm
+from farm.launcher import LocalFarm, WorkerSpec
+from farm.models.failures import INFRASTRUCTURE_FAILURES
 from farm.models.results import JobState
 from farm.models.termination import TerminationReason
 from farm.report.cli import report
+from tests.farms import temp_farm
 from tests.integration.jobs import submit, wait_state
 from tests.integration.test_harness_shell import submit_task, task_id
 
@@ -30,6 +32,7 @@ ENDED = {"done", "failed", "cancelled", "timeout"}
 OVERSIZED = "Termination probe: a tool result too long to read"
 LLAMA = "Termination probe: a call in Llama 3's syntax"
 SLOW = "Termination probe: a slow tool"
+DISK = "Termination probe: a workspace past its disk cap"
 MATH = "What is 84 * 76 + 123?"
 
 
@@ -144,6 +147,42 @@ def test_a_publish_past_the_lag_bound_ends_stale_policy(api: httpx.Client, farm:
             api.post("/add_llm_server", json={"address": url}).raise_for_status()
     assert result.state is JobState.cancelled
     assert result.metadata["termination_reason"] == "stale_policy", result.trajectory.traces[0].finish_reason
+
+
+@pytest.fixture(scope="module")
+def capped_farm() -> Iterator[LocalFarm]:
+    """A farm whose sandboxes have a 16 MB workspace cap (FARM_SANDBOX_DISK_MB)."""
+    local = temp_farm(
+        "farm-termination-",
+        workers=[WorkerSpec("init,run,eval", concurrency=4)],
+        llm_args=["--accuracy", "1.0"],
+        env={"FARM_SANDBOX_DISK_MB": "16"},
+    )
+    with local.start(timeout_s=90):
+        yield local
+
+
+@pytest.mark.slow
+def test_a_sandbox_limit_and_an_infrastructure_failure_end_with_their_reasons(capped_farm: LocalFarm) -> None:
+    with httpx.Client(base_url=capped_farm.api_url, timeout=60) as api:
+        capped = wait_state(api, submit(api, math(DISK)), ENDED, timeout_s=90)
+        assert capped.state is JobState.failed and capped.error is not None, capped
+        assert capped.error.type == "SandboxLimitExceeded"
+        assert capped.metadata["termination_reason"] == "sandbox_limit"
+        api.post("/clear_llm_server").raise_for_status()
+        try:
+            lost = wait_state(
+                api,
+                submit(api, {"handler": "noop", "generate_tokens": 4}, timeout_s=1.5),
+                ENDED,
+                timeout_s=30,
+            )
+        finally:
+            for url in capped_farm.llm_urls:
+                api.post("/add_llm_server", json={"address": url}).raise_for_status()
+        assert lost.state is JobState.failed and lost.error is not None
+        assert lost.error.type in INFRASTRUCTURE_FAILURES, lost.error
+        assert lost.metadata["termination_reason"] == "infrastructure_failure"
 
 
 def _unparsed_count(api: httpx.Client) -> float:
