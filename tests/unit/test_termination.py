@@ -21,6 +21,8 @@ from farm.models.termination import (
     stamp,
     termination_reason,
 )
+from farm.report.summary import summarize
+from farm.ui.trajectory import job_view
 
 R = TerminationReason
 
@@ -161,3 +163,28 @@ def test_rules_refuse_a_reason_outside_the_set() -> None:
         TerminationRules(mask_reasons={"context_window"})  # a finish reason, not a termination reason
     with pytest.raises(ValueError, match="termination reasons are"):
         TerminationRules(reason_penalty={"bogus": -1.0})
+
+
+def test_the_report_counts_reasons_and_the_unparsed_rate_per_family_and_parser() -> None:
+    parsed = stamped("answer", 1.0)
+    parsed.trajectory.traces[0].metadata |= {
+        "tool_call_family": "llama",
+        "turn_parses": [
+            {"turn": 1, "parser": "hermes", "outcome": "unparsed", "would_parse": ["llama3_json"]},
+            {"turn": 2, "parser": "hermes", "outcome": "calls"},
+            {"turn": 3, "parser": "hermes", "outcome": "no_call"},
+        ],
+    }
+    old = result(JobState.timeout, "deadline", reward=None)  # recorded before reasons existed
+    summary = summarize([parsed, stamped("max_turns", 0.0), stamped("max_turns", 0.0), old])
+    assert summary.termination_reasons == {"max_turns": 2, "answer": 1, "timeout": 1}
+    [row] = summary.tool_call_parsing
+    assert (row.family, row.parser, row.outcomes["unparsed"], row.unparsed_rate) == (
+        "llama",
+        "hermes",
+        1,
+        0.5,
+    )
+    assert summary.unparsed_rate == 0.5
+    view = job_view(parsed)
+    assert view.termination_reason == "answer" and view.traces[0].turn_parses[0]["outcome"] == "unparsed"
