@@ -19,11 +19,16 @@ from itertools import groupby
 from typing import Any
 
 from farm.adapters.samples import Source, TrainSample, flatten
+from farm.adapters.termination import TerminationRules
 from farm.models import JobState
 
 
 def to_nemo_rl(
-    source: Source, *, tensor: Callable[[list[Any]], Any] | None = None, task_name: str | None = None
+    source: Source,
+    *,
+    tensor: Callable[[list[Any]], Any] | None = None,
+    task_name: str | None = None,
+    termination: TerminationRules | None = None,
 ) -> list[dict[str, Any]]:
     """One datum per trace.
 
@@ -34,7 +39,7 @@ def to_nemo_rl(
     """
     wrap = tensor or list
     out = []
-    for sample in flatten(source):
+    for sample in flatten(source, termination):
         metadata = {**sample.trace.metadata, "group_id": sample.group_id, "job_id": sample.job_id}
         out.append(
             {

@@ -11,9 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from farm.adapters.termination import TerminationRules, result_reason, trace_reason
 from farm.client.groups import Group
 from farm.models import JobResult, JobState, Trace
 from farm.models.failures import infrastructure_failure
+from farm.models.termination import TerminationReason
 
 Source = Iterable[Group] | Iterable[JobResult] | Iterable[Trace]
 
@@ -31,6 +33,10 @@ class TrainSample:
     job_id: str | None
     state: JobState
     """The job's final state (`done` for bare Traces)."""
+    termination_reason: TerminationReason | None = None
+    """Why the trajectory ended (farm/models/termination.py; None for a bare Trace that does not say)."""
+    masked: bool = False
+    """Its loss mask was zeroed by the caller's TerminationRules."""
 
     @property
     def truncated(self) -> bool:
@@ -50,8 +56,14 @@ def engine_stop_reason(trace: Trace) -> str:
     return "length" if trace.finish_reason in LENGTH_REASONS else "stop"
 
 
-def flatten(source: Source) -> list[TrainSample]:
-    """Every trace in order, tagged with its group and trajectory. Jobs without traces add nothing."""
+def flatten(source: Source, termination: TerminationRules | None = None) -> list[TrainSample]:
+    """Every trace in order, tagged with its group, trajectory and termination reason, with the
+    caller's `termination` rules (mask, penalty by reason) applied. Jobs without traces add nothing."""
+    samples = _flatten(source)
+    return samples if termination is None else [termination.apply(s) for s in samples]
+
+
+def _flatten(source: Source) -> list[TrainSample]:
     items = list(source)
     if not items:
         return []
@@ -82,6 +94,7 @@ def _from_groups(groups: list[Group]) -> list[TrainSample]:
         for result, reward in zip(group.results, group.rewards, strict=True):
             if infrastructure_failure(result) is not None:
                 continue
+            reason = result_reason(result)
             for trace in result.trajectory.traces:
                 samples.append(
                     TrainSample(
@@ -92,6 +105,7 @@ def _from_groups(groups: list[Group]) -> list[TrainSample]:
                         trajectory_index=trajectory,
                         job_id=result.job_id,
                         state=result.state,
+                        termination_reason=reason,
                     )
                 )
             trajectory += 1
@@ -108,6 +122,7 @@ def _from_results(results: list[JobResult], index: dict[str, int]) -> list[Train
     for trajectory, result in enumerate(kept):
         group_id = _group_key(result.metadata, result.job_id)
         group_index = index.setdefault(group_id, len(index))
+        reason = result_reason(result)
         for trace in result.trajectory.traces:
             reward = trace.reward if trace.reward is not None else result.reward
             samples.append(
@@ -119,6 +134,7 @@ def _from_results(results: list[JobResult], index: dict[str, int]) -> list[Train
                     trajectory_index=trajectory,
                     job_id=result.job_id,
                     state=result.state,
+                    termination_reason=reason,
                 )
             )
     return samples
@@ -140,6 +156,7 @@ def _from_traces(traces: list[Trace]) -> list[TrainSample]:
                 trajectory_index=jobs.setdefault(job, len(jobs)),
                 job_id=trace.metadata.get("job_id"),
                 state=JobState.done,
+                termination_reason=trace_reason(trace),
             )
         )
     return samples

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from farm.adapters.samples import Source, flatten
+from farm.adapters.termination import TerminationRules
 from farm.models import JobState
 
 IGNORE_INDEX = -100
@@ -19,6 +20,7 @@ def to_sft_records(
     *,
     min_reward: float | None = None,
     style: Literal["messages", "tokens"] = "messages",
+    termination: TerminationRules | None = None,
 ) -> list[dict[str, Any]]:
     """Finished traces with reward >= `min_reward` (None: all finished ones).
 
@@ -27,7 +29,7 @@ def to_sft_records(
     prompt and on every response token the policy did not sample (tool output).
     """
     records = []
-    for sample in flatten(source):
+    for sample in flatten(source, termination):
         if sample.state is not JobState.done or (min_reward is not None and sample.reward < min_reward):
             continue
         trace = sample.trace

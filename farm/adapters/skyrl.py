@@ -14,6 +14,7 @@ from statistics import fmean
 from typing import Any, cast
 
 from farm.adapters.samples import Source, engine_stop_reason, flatten, infrastructure_failures
+from farm.adapters.termination import TerminationRules
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,16 @@ class TrajectoryID:
         return f"{self.instance_id}_{self.repetition_id}"
 
 
-def to_skyrl(source: Source, *, trajectory_id: Callable[..., Any] = TrajectoryID) -> dict[str, Any]:
+def to_skyrl(
+    source: Source,
+    *,
+    trajectory_id: Callable[..., Any] = TrajectoryID,
+    termination: TerminationRules | None = None,
+) -> dict[str, Any]:
     """`trajectory_id`: pass SkyRL's own `TrajectoryID` class to get its objects (called with
     `instance_id=group_id, repetition_id=n`); `traj_idx` maps each trace to its trajectory (job)."""
     items = cast(Source, list(source))  # read twice: the samples, and the jobs left out
-    samples = flatten(items)
+    samples = flatten(items, termination)
     infra_failed: int = sum(infrastructure_failures(items).values())
     response_lengths = [len(s.trace.response_ids) for s in samples]
     positions = [s.trajectory_index for s in samples]
@@ -67,5 +73,10 @@ def to_skyrl(source: Source, *, trajectory_id: Callable[..., Any] = TrajectoryID
                 f"rollout_metrics/finish_reason/{reason}": count
                 for reason, count in Counter(str(s.trace.finish_reason) for s in samples).items()
             },
+            **{
+                f"rollout_metrics/termination_reason/{reason}": count
+                for reason, count in Counter(str(s.termination_reason) for s in samples).items()
+            },
+            "rollout_metrics/masked_by_reason": sum(s.masked for s in samples),
         },
     }

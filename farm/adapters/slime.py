@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from farm.adapters.samples import Source, TrainSample, flatten
+from farm.adapters.termination import TerminationRules
 from farm.models import JobState
 
 
@@ -42,16 +43,21 @@ class SlimeSample(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-def to_slime_samples(source: Source, *, label_key: str = "answer") -> list[SlimeSample]:
+def to_slime_samples(
+    source: Source, *, label_key: str = "answer", termination: TerminationRules | None = None
+) -> list[SlimeSample]:
     """`label_key`: the instance/metadata field copied into `label` when present."""
-    ordered = sorted(flatten(source), key=lambda s: s.group_index)  # stable: trajectories keep order
+    # stable: trajectories keep order
+    ordered = sorted(flatten(source, termination), key=lambda s: s.group_index)
     return [_sample(index, s, label_key) for index, s in enumerate(ordered)]
 
 
-def to_slime_groups(source: Source, *, label_key: str = "answer") -> list[list[list[SlimeSample]]]:
+def to_slime_groups(
+    source: Source, *, label_key: str = "answer", termination: TerminationRules | None = None
+) -> list[list[list[SlimeSample]]]:
     """What a slime rollout function returns for multi-trace rollouts: prompt x rollout x samples."""
     groups: dict[int, dict[int, list[SlimeSample]]] = {}
-    for sample in to_slime_samples(source, label_key=label_key):
+    for sample in to_slime_samples(source, label_key=label_key, termination=termination):
         groups.setdefault(sample.group_index, {}).setdefault(sample.rollout_id, []).append(sample)
     return [list(rollouts.values()) for rollouts in groups.values()]
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from farm.adapters.samples import Source, TrainSample, flatten
+from farm.adapters.termination import TerminationRules
 
 
 def to_verl(
@@ -23,6 +24,7 @@ def to_verl(
     max_prompt_length: int | None = None,
     max_response_length: int | None = None,
     truncate: bool = False,
+    termination: TerminationRules | None = None,
 ) -> dict[str, Any]:
     """Tensor keys (int64/float32 arrays): prompts, responses, input_ids, attention_mask, position_ids,
     response_mask, rollout_log_probs, rm_scores, rewards. Non-tensor keys (DataProto.non_tensor_batch):
@@ -32,7 +34,7 @@ def to_verl(
     Too-long sequences raise ValueError unless `truncate` (prompts lose their oldest tokens, responses
     their tail; a truncated response's reward still sits on its last kept token).
     """
-    samples = flatten(source)
+    samples = flatten(source, termination)
     prompts = [
         _fit(s.trace.prompt_ids, max_prompt_length, truncate, "prompt", keep_tail=True) for s in samples
     ]

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -15,6 +16,8 @@ from pydantic import BaseModel, Field
 from containers.errors import SandboxLimitExceeded
 from farm import keys
 from farm.agent.conversation import TokenConversation
+from farm.agent.parse_outcomes import TurnParse, classify
+from farm.agent.parse_outcomes import counts as parse_counts
 from farm.agent.tools import FunctionTool, ToolError
 from farm.agent.versions import PolicyTooStale
 from farm.chat.tool_calls import ParsedAssistant, ToolCall
@@ -39,6 +42,29 @@ class AgentConfig(BaseModel):
     """When > 0, tell the policy how many turns are left once that few remain."""
     repeated_action_hint: bool = True
     """Warn the policy when it repeats the exact same tool call."""
+    max_generated_tokens: int | None = Field(None, ge=1)
+    """Sampled tokens per trajectory (all turns); None: only the per-call `max_tokens` bounds them."""
+    max_tool_result_chars: int | None = Field(None, ge=1)
+    """A tool result longer than this ends the episode (`oversized_tool_result`, the trace ending at the
+    call); None: long results are truncated to `max_observation_chars` and the episode goes on."""
+
+
+class AgentLimits(BaseModel):
+    """The per-job limits an agent-loop handler's instance adds to its own (`max_turns`,
+    `max_context_tokens`) and to `sampling_params.max_tokens` (per call); None keeps the behaviour
+    without them."""
+
+    max_generated_tokens: int | None = Field(None, ge=1)
+    """Sampled tokens per trajectory, over all turns: the episode ends `generation_limit` when spent."""
+    max_tool_result_chars: int | None = Field(None, ge=1)
+    """A longer tool result ends the episode `oversized_tool_result` (else it is truncated and fed back)."""
+
+    def agent_limits(self) -> dict[str, Any]:
+        """AgentConfig keyword arguments."""
+        return {
+            "max_generated_tokens": self.max_generated_tokens,
+            "max_tool_result_chars": self.max_tool_result_chars,
+        }
 
 
 @dataclass
@@ -55,6 +81,8 @@ class Episode:
     """Who named the parser: `job` (metadata), `backend`, `farm` (FARM_TOOL_CALL_PARSER) or `tokenizer`."""
     tool_call_misses: list[dict[str, Any]] = field(default_factory=list)
     """Turns whose text looked like a tool call that the parser could not read: {turn, errors}."""
+    turn_parses: list[TurnParse] = field(default_factory=list)
+    """Each assistant turn's parse outcome (farm/agent/parse_outcomes.py)."""
 
     @property
     def every_turn_missed(self) -> bool:
@@ -83,6 +111,8 @@ def episode_trace(ctx: JobContext, handler: str, episode: Episode, **extra: Any)
         "tool_call_parser": episode.tool_call_parser,
         "tool_call_parser_from": episode.tool_call_parser_from,
         "tool_call_misses": episode.tool_call_misses,
+        "tool_call_family": episode.conversation.tokenizer.family,
+        "turn_parses": [t.record() for t in episode.turn_parses],
     }
     if episode.every_turn_missed:
         meta["flag"] = (
@@ -132,35 +162,67 @@ def run_agent(
             pass
     except PolicyTooStale:
         episode.finish_reason, episode.outcome = "stale_policy", "cancelled"
+    except _OversizedToolResult as exc:
+        episode.finish_reason = "oversized_tool_result"
+        episode.recoverable_errors.append(str(exc))
     except JobCancelled:
         episode.finish_reason, episode.outcome = "cancelled", "cancelled"
     except JobDeadlineExceeded:
         episode.finish_reason, episode.outcome = "deadline", "timeout"
-    if episode.every_turn_missed and episode.outcome == "completed":
+    if (
+        episode.every_turn_missed
+        and episode.outcome == "completed"
+        and episode.finish_reason != "generation_limit"
+    ):
+        # (a turn cut by the trajectory's token budget is a miss the cut made: the budget is the reason)
         episode.finish_reason = "tool_call_misses"
-    if episode.tool_call_misses:
-        _count_misses(ctx, episode)
+    _count_parses(ctx, episode)
     return episode
 
 
-def _count_misses(ctx: JobContext, episode: Episode) -> None:
-    """Adds the episode's missed turns to the farm's counters (/metrics farm_tool_call_misses)."""
+def _count_parses(ctx: JobContext, episode: Episode) -> None:
+    """Adds the episode's turns to the farm's counters: parse outcomes per family and parser (/metrics
+    farm_tool_call_parse_outcomes) and missed turns (farm_tool_call_misses)."""
     pool = getattr(ctx.policy, "pool", None)
-    if pool is None:  # a policy without the farm's pool (a test's canned one): the trace still says it
+    if pool is None or not episode.turns:  # a test's canned policy has no pool: the trace still says it
         return
-    parser = episode.tool_call_parser or "unknown"
-    counts = {f"{keys.TOOL_CALL_MISSES}{parser}": len(episode.tool_call_misses)}
-    if episode.every_turn_missed:
-        counts[f"{keys.TOOL_CALL_FLAGGED}{parser}"] = 1
+    counts = parse_counts(episode.conversation.tokenizer.family, episode.turn_parses)
+    if episode.tool_call_misses:
+        parser = episode.tool_call_parser or "unknown"
+        counts[f"{keys.TOOL_CALL_MISSES}{parser}"] = len(episode.tool_call_misses)
+        if episode.every_turn_missed:
+            counts[f"{keys.TOOL_CALL_FLAGGED}{parser}"] = 1
     try:
         pool.count_stats(counts)
     except Exception:  # a counter must not fail the job whose trace already records the misses
-        log.warning("could not count the tool-call misses of %s", ctx.job_id, exc_info=True)
+        log.warning("could not count the tool-call parses of %s", ctx.job_id, exc_info=True)
+
+
+class ToolCallParserRefused(RuntimeError):
+    """The job requires a tool-call parser (an evaluation pinned to its training run's) and another one
+    would run: the job fails naming both, rather than scoring a policy through the wrong parser."""
+
+
+class _OversizedToolResult(Exception):
+    """A tool result over the job's max_tool_result_chars: the episode ends at the call."""
 
 
 def select_parser(ctx: JobContext) -> tuple[str, str]:
     """The tool-call parser for the job's next turn and who named it: the job, its current backend,
-    the farm's setting, else the tokenizer's guess."""
+    the farm's setting, else the tokenizer's guess. A job's `required_tool_call_parser` refuses any other
+    (ToolCallParserRefused)."""
+    parser, named_by = _selected_parser(ctx)
+    required = ctx.metadata.get("required_tool_call_parser")
+    if isinstance(required, str) and required and resolve_parser(required) != parser:
+        raise ToolCallParserRefused(
+            f"the job requires the `{resolve_parser(required)}` tool-call parser "
+            f"(required_tool_call_parser), but the `{parser}` parser would run (named by the {named_by}): "
+            "refused"
+        )
+    return parser, named_by
+
+
+def _selected_parser(ctx: JobContext) -> tuple[str, str]:
     named = ctx.metadata.get("tool_call_parser")
     if isinstance(named, str) and named:
         return resolve_parser(named), "job"
@@ -172,17 +234,44 @@ def select_parser(ctx: JobContext) -> tuple[str, str]:
     return ctx.tokenizer.tool_parser, "tokenizer"
 
 
+def _call_limit(turn: _Turn, episode: Episode) -> int | None:
+    """The next call's max_tokens, or None when the context window or the trajectory's generated-token
+    budget is spent (the finish reason set)."""
+    config, conv = turn.config, episode.conversation
+    room = config.max_context_tokens - len(conv)
+    if room <= 0:
+        episode.finish_reason = "context_window"
+        return None
+    budget = turn.per_call_max
+    if config.max_generated_tokens is not None:
+        budget = min(budget, config.max_generated_tokens - conv.sampled_tokens)
+        if budget <= 0:
+            episode.finish_reason = "generation_limit"
+            return None
+    return min(budget, room)
+
+
+def _read_turn(ctx: JobContext, episode: Episode, text: str) -> tuple[str, ParsedAssistant]:
+    """The parser for the turn and what it read from `text`, with the turn's parse outcome recorded."""
+    parser, named_by = select_parser(ctx)
+    episode.tool_call_parser, episode.tool_call_parser_from = parser, named_by
+    tools = episode.conversation.tools
+    parsed = ctx.tokenizer.parse_assistant(text, parser, tools)
+    reparse = partial(ctx.tokenizer.parse_assistant, text, tools=tools)  # reparse(other parser)
+    episode.turn_parses.append(classify(episode.turns, parser, text, parsed, reparse))
+    return parser, parsed
+
+
 def _take_turn(turn: _Turn, episode: Episode) -> bool:
     """Sample once and answer the tool calls; False when the episode has ended (its finish reason set)."""
     ctx, config, conv = turn.ctx, turn.config, episode.conversation
     ctx.check()
-    room = config.max_context_tokens - len(conv)
-    if room <= 0:
-        episode.finish_reason = "context_window"
+    limit = _call_limit(turn, episode)
+    if limit is None:
         return False
     params = {
         **turn.sampling,
-        "max_tokens": min(turn.per_call_max, room),
+        "max_tokens": limit,
         "seed": call_seed(ctx.job_id, ctx.spec.sampling_params.seed, episode.turns),
     }
     try:
@@ -191,10 +280,7 @@ def _take_turn(turn: _Turn, episode: Episode) -> bool:
         episode.finish_reason = "context_window"
         return False
     episode.turns += 1
-    parser, named_by = select_parser(ctx)
-    episode.tool_call_parser, episode.tool_call_parser_from = parser, named_by
-    text = ctx.tokenizer.decode(generation.token_ids)
-    parsed = ctx.tokenizer.parse_assistant(text, parser, conv.tools)
+    parser, parsed = _read_turn(ctx, episode, ctx.tokenizer.decode(generation.token_ids))
     if parsed.errors:
         episode.tool_call_misses.append({"turn": episode.turns, "errors": parsed.errors})
     conv.add_sampled(generation, _assistant_message(parsed))
@@ -221,6 +307,9 @@ def _take_turn(turn: _Turn, episode: Episode) -> bool:
     left = config.max_turns - episode.turns
     if left <= 0:
         episode.finish_reason = "max_turns"
+        return False
+    if config.max_generated_tokens is not None and conv.sampled_tokens >= config.max_generated_tokens:
+        episode.finish_reason = "generation_limit"
         return False
     if config.remaining_steps_hint and left <= config.remaining_steps_hint:
         replies.append({"role": "user", "content": f"[{left} turn(s) left; give your final answer soon]"})
@@ -250,6 +339,7 @@ def _tool_replies(turn: _Turn, episode: Episode, calls: list[ToolCall]) -> list[
     for call in calls:
         episode.tool_calls += 1
         observation = _run_tool(turn.tools, call.name, call.arguments, episode)
+        _check_size(turn.config, call.name, observation)
         key = json.dumps([call.name, call.arguments], sort_keys=True)
         if turn.config.repeated_action_hint and key in turn.seen_calls:
             observation += "\n[note: you already made this exact call; try something different]"
@@ -257,6 +347,14 @@ def _tool_replies(turn: _Turn, episode: Episode, calls: list[ToolCall]) -> list[
         content = _truncate(observation, turn.config.max_observation_chars)
         replies.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
     return replies
+
+
+def _check_size(config: AgentConfig, name: str, observation: str) -> None:
+    limit = config.max_tool_result_chars
+    if limit is not None and len(observation) > limit:
+        raise _OversizedToolResult(
+            f"{name}: a result of {len(observation)} characters, over max_tool_result_chars={limit}"
+        )
 
 
 def _run_tool(

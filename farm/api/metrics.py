@@ -13,6 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from farm import keys
+from farm.api.parse_metrics import parse_outcome_families
 from farm.api.state import FarmState, farm_state
 from farm.models.backends import BackendInfo
 from farm.models.results import STAGES, TERMINAL_STATES
@@ -141,6 +142,7 @@ async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
                 depths.items()),
         *_backend_families(await farm.pool.list()),
         *_node_families(workers, ready),
+        *parse_outcome_families(stats),
     ]  # fmt: skip
     registry = CollectorRegistry()
     registry.register(_Snapshot(families))

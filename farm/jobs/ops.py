@@ -24,6 +24,7 @@ from farm.jobs.spec import JobSpec
 from farm.jobs.tally import derived_stats, state_counts, sum_stats, transitions
 from farm.keys import JobField, JobKeys, Layout
 from farm.models.results import JobResult, JobState
+from farm.models.termination import stamp as stamp_termination
 from farm.redis_ops import Batch, Command, On, Op, Script
 from farm.text import as_text as _s
 
@@ -62,6 +63,7 @@ def _create_args(spec: JobSpec, task_ids: dict[str, str], ttl_s: int, init: Queu
 
 
 def _finalize_args(result: JobResult, ttl_s: int, only_from: str, token: int | None) -> list[Any]:
+    stamp_termination(result)  # every result names why its trajectory ended (farm/models/termination.py)
     result.metadata.setdefault(JobField.FINISHED_AT, time.time())
     token_arg = "" if token is None else str(token)
     return [

@@ -47,18 +47,32 @@ class ProcessRequest(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _known_parser(cls, metadata: dict[str, Any]) -> dict[str, Any]:
-        parser = metadata.get("tool_call_parser")
-        if parser is not None:
-            if not isinstance(parser, str):
-                raise ValueError("metadata.tool_call_parser must be a parser name")
-            metadata = {**metadata, "tool_call_parser": resolve_parser(parser)}
-        return metadata
+        return parser_metadata(metadata)
 
     callback_url: str | None = Field(None, pattern=r"^https?://")
     """When set, the result is also POSTed there (retried with backoff; never blocks the pipeline)."""
     priority: int = Field(0, ge=0, le=9)
     """0 (normal) to 9 (most urgent): init takes more urgent jobs first. Jobs re-sent after a worker
     was lost go first of all."""
+
+
+def parser_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A job's (or task's) metadata with its parser names made canonical: `tool_call_parser` (the parser
+    to run) and `required_tool_call_parser` (the only parser the job may run: an evaluation pinned to its
+    training run's parser). A ValueError (a 422) for an unknown name, or for two names that disagree."""
+    for key in ("tool_call_parser", "required_tool_call_parser"):
+        parser = metadata.get(key)
+        if parser is not None:
+            if not isinstance(parser, str):
+                raise ValueError(f"metadata.{key} must be a parser name")
+            metadata = {**metadata, key: resolve_parser(parser)}
+    named, required = metadata.get("tool_call_parser"), metadata.get("required_tool_call_parser")
+    if named is not None and required is not None and named != required:
+        raise ValueError(
+            f"metadata.tool_call_parser `{named}` is not the required_tool_call_parser `{required}`: "
+            "the job would run a parser other than the one it requires"
+        )
+    return metadata
 
 
 class CancelRequest(BaseModel):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from farm.models.requests import SamplingParams
+from farm.models.requests import SamplingParams, parser_metadata
 from farm.models.results import JobResult, JobState
 
 
@@ -76,6 +76,12 @@ class TaskRequest(BaseModel):
         except ValidationError as exc:
             raise ValueError("; ".join(_problem(e) for e in exc.errors())) from None
         return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _parsers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """A task pins (or requires) its sessions' tool-call parser as a job does (requests.py)."""
+        return parser_metadata(value)
 
     @model_validator(mode="after")
     def _has_work(self) -> TaskRequest:

@@ -42,6 +42,8 @@ def render(summary: RunSummary, console: Console, title: str) -> None:
         stages.add_row(stage, *(f"{v:.3f}" for v in (p.mean, p.p50, p.p90, p.p99, p.max)))
     console.print(stages)
 
+    render_terminations(summary, console)
+
     if len(summary.steps) > 1:
         steps = Table(title="Reward per step")
         for column in ("step", "jobs", "mean reward", "solved", "turn versions", "mixed-version jobs"):
@@ -53,6 +55,26 @@ def render(summary: RunSummary, console: Console, title: str) -> None:
             bar = reward_bar(s.mean_reward)
             steps.add_row(str(s.step), str(s.jobs), reward, f"{s.solved:.1%}", versions, str(s.mixed), bar)
         console.print(steps)
+
+
+def render_terminations(summary: RunSummary, console: Console) -> None:
+    """Jobs per termination reason, and tool-call parse outcomes with the unparsed rate."""
+    if summary.termination_reasons:
+        reasons = Table(title="Termination reasons")
+        reasons.add_column("reason")
+        reasons.add_column("jobs", justify="right")
+        reasons.add_column("share", justify="right")
+        for reason, count in summary.termination_reasons.items():
+            reasons.add_row(reason, str(count), f"{count / max(summary.jobs, 1):.1%}")
+        console.print(reasons)
+    if summary.tool_call_parsing:
+        parsing = Table(title=f"Tool-call parsing (unparsed rate {_fmt(summary.unparsed_rate, '.1%')})")
+        for column in ("family", "parser", "calls", "no_call", "unparsed", "malformed", "unparsed rate"):
+            parsing.add_column(column, justify="left" if column in ("family", "parser") else "right")
+        for row in summary.tool_call_parsing:
+            counts = [str(row.outcomes.get(o, 0)) for o in ("calls", "no_call", "unparsed", "malformed")]
+            parsing.add_row(row.family, row.parser, *counts, _fmt(row.unparsed_rate, ".1%"))
+        console.print(parsing)
 
 
 def reward_bar(reward: float, width: int = 20) -> str:

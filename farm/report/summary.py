@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from statistics import fmean
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
-from farm.models import STAGES, JobResult, JobState
+from farm.agent.parse_outcomes import ParseTally
+from farm.models import STAGES, JobResult, JobState, Trace
+from farm.models.termination import reason_for
 from farm.report.runs import Span, spans
 
 TIMED = ("queued", *STAGES)
@@ -35,6 +38,17 @@ class StepReward(BaseModel):
     """Jobs whose turns came from more than one version (partial rollouts across a weight publish)."""
 
 
+class ParseRow(BaseModel):
+    """Assistant turns of one model family and tool-call parser, by parse outcome."""
+
+    family: str
+    parser: str
+    outcomes: dict[str, int]
+    """calls, no_call, unparsed, malformed (farm/agent/parse_outcomes.py)."""
+    unparsed_rate: float | None
+    """(unparsed + malformed) / turns that attempted a call; None when none did."""
+
+
 class RunSummary(BaseModel):
     jobs: int
     by_state: dict[str, int]
@@ -51,6 +65,12 @@ class RunSummary(BaseModel):
     traces: int
     trained_tokens: int
     steps: list[StepReward]
+    termination_reasons: dict[str, int] = {}
+    """Jobs per termination reason (farm/models/termination.py)."""
+    tool_call_parsing: list[ParseRow] = []
+    """Per model family and parser (agent-loop traces' `turn_parses`)."""
+    unparsed_rate: float | None = None
+    """Over every family and parser."""
 
 
 def percentiles(values: list[float]) -> Percentiles:
@@ -153,7 +173,17 @@ def summarize(results: list[JobResult], run_spans: list[Span] | None = None) -> 
         traces=len(traces),
         trained_tokens=sum(sum(t.loss_mask) for t in traces),
         steps=reward_per_step(results),
+        termination_reasons=dict(Counter(reason_for(r).value for r in results).most_common()),
+        **_parsing(traces),
     )
+
+
+def _parsing(traces: list[Trace]) -> dict[str, Any]:
+    tally = ParseTally.from_traces(t.metadata for t in traces)
+    rows = [ParseRow(family=f, parser=p, outcomes=c, unparsed_rate=r) for f, p, c, r in tally.rows()]
+    missed = sum(r.outcomes.get("unparsed", 0) + r.outcomes.get("malformed", 0) for r in rows)
+    attempted = missed + sum(r.outcomes.get("calls", 0) for r in rows)
+    return {"tool_call_parsing": rows, "unparsed_rate": missed / attempted if attempted else None}
 
 
 def throughput_series(run_spans: list[Span], bins: int = 30) -> tuple[list[float], list[float]]:

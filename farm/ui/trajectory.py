@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from farm.jobs.store import AsyncJobStore
 from farm.keys import JobField
 from farm.models.results import JobResult, Trace
+from farm.models.termination import reason_for
 from farm.text import as_text
 
 STAGES = ("queued", "init", "run", "eval")
@@ -95,6 +96,8 @@ class TraceSummary(BaseModel):
     tool_call_misses: list[dict[str, Any]] = []
     """Turns whose tool calls the parser could not read (farm/agent/loop.py)."""
     flag: str | None = None
+    turn_parses: list[dict[str, Any]] = []
+    """Each assistant turn's parse outcome (farm/agent/parse_outcomes.py)."""
 
 
 class JobView(BaseModel):
@@ -108,6 +111,8 @@ class JobView(BaseModel):
     error: dict[str, Any] | None
     artifacts: dict[str, str]
     traces: list[TraceSummary]
+    termination_reason: str | None = None
+    """Why the trajectory ended (farm/models/termination.py); None while the job has no result."""
 
 
 class TraceTokens(BaseModel):
@@ -163,6 +168,7 @@ def summarize_trace(index: int, trace: Trace) -> TraceSummary:
         tool_call_parser=trace.metadata.get("tool_call_parser"),
         tool_call_misses=[m for m in trace.metadata.get("tool_call_misses") or [] if isinstance(m, dict)],
         flag=trace.metadata.get("flag") if isinstance(trace.metadata.get("flag"), str) else None,
+        turn_parses=[t for t in trace.metadata.get("turn_parses") or [] if isinstance(t, dict)],
     )
 
 
@@ -180,6 +186,7 @@ def job_view(result: JobResult) -> JobView:
         error=result.error.model_dump() if result.error else None,
         artifacts={k: _artifact_text(v) for k, v in result.artifacts.items()},
         traces=[summarize_trace(i, tr) for i, tr in enumerate(result.trajectory.traces)],
+        termination_reason=reason_for(result).value,
     )
 
 

@@ -147,7 +147,10 @@ class CodeHandler(AgentHandler):
         sandbox = open_sandbox(state)
         tools = [*sandbox_tools(sandbox, ["editor", "bash"], inst.tool_timeout_s), finish_tool()]
         config = AgentConfig(
-            max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens, finish_tool="finish"
+            max_turns=inst.max_turns,
+            max_context_tokens=inst.max_context_tokens,
+            finish_tool="finish",
+            **inst.agent_limits(),
         )
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},

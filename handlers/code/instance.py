@@ -6,11 +6,12 @@ import keyword
 
 from pydantic import AliasChoices, Field, field_validator
 
+from farm.agent.loop import AgentLimits
 from farm.handler.protocol import HandlerInstance
 from handlers.code.grading import list_tests
 
 
-class CodeInstance(HandlerInstance):
+class CodeInstance(HandlerInstance, AgentLimits):
     prompt: str = Field(min_length=1, validation_alias=AliasChoices("prompt", "instruction"))
     entry_point: str | None = None
     hidden_tests: str = Field(min_length=1)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from farm.agent.loop import AgentConfig, episode_trace, run_agent
+from farm.agent.loop import AgentConfig, AgentLimits, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from farm.handler.context import JobContext
@@ -24,7 +24,7 @@ SYSTEM_PROMPT = (
 )
 
 
-class MathInstance(HandlerInstance):
+class MathInstance(HandlerInstance, AgentLimits):
     question: str = Field(min_length=1)
     answer: str = Field(min_length=1, coerce_numbers_to_str=True)
     """Reference answer; any form sympy can compare (6507, 3/4, \\frac{3}{4}, 0.75); a JSON number is
@@ -57,7 +57,9 @@ class MathHandler(AgentHandler):
 
     def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
         inst: MathInstance = ctx.instance  # type: ignore[assignment]
-        config = AgentConfig(max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens)
+        config = AgentConfig(
+            max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens, **inst.agent_limits()
+        )
         tools = self.tools(inst, state)
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": inst.question}]
         episode = run_agent(ctx, messages, tools, config)

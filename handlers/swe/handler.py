@@ -69,7 +69,10 @@ class SweHandler(AgentHandler):
         inst: SweInstance = ctx.instance  # type: ignore[assignment]
         sandbox = open_sandbox(state)
         config = AgentConfig(
-            max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens, finish_tool="finish"
+            max_turns=inst.max_turns,
+            max_context_tokens=inst.max_context_tokens,
+            finish_tool="finish",
+            **inst.agent_limits(),
         )
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from farm.agent.loop import AgentLimits
 from farm.handler.protocol import HandlerInstance
 from handlers.host_files import resolve_inside_roots
 
@@ -119,7 +120,7 @@ class SweTask(BaseModel):
         return list(dict.fromkeys([*self.FAIL_TO_PASS, *self.PASS_TO_PASS]))
 
 
-class SweInstance(HandlerInstance, SweTask):
+class SweInstance(HandlerInstance, SweTask, AgentLimits):
     """A `swe` job's instance: the task plus the issue text and the agent's limits."""
 
     problem_statement: str = Field(min_length=1)
