@@ -1,0 +1,119 @@
+"""Groups with a deadline through the task API, on the session farm (real API, Celery workers, Redis).
+
+A group with one sample that never ends is delivered at its deadline with the others (the straggler
+cancelled and named); an infrastructure failure in a group of 8 re-runs that one sample, not the group,
+and the group's record says which and why.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from tests.waiting import wait_until
+
+
+def _task(api: httpx.Client, task_id: str, **fields: Any) -> dict[str, Any]:
+    response = api.post("/rollout/task/submit", json={"task_id": task_id, **fields})
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def _watch(api: httpx.Client, task_id: str, timeout_s: float) -> dict[str, Any]:
+    """The task's status once its group is delivered (a read settles the group too, as the background
+    settler does every GROUP_TICK_S)."""
+    found: dict[str, Any] | None = None
+
+    def delivered() -> bool:
+        nonlocal found
+        raw = api.get(f"/rollout/task/{task_id}").json()
+        found = raw if raw["group"]["delivered"] else None
+        return found is not None
+
+    wait_until(delivered, timeout_s, what=f"group {task_id} delivered", interval_s=0.1)
+    assert found is not None
+    return found
+
+
+def test_a_group_with_a_never_ending_sample_is_delivered_at_its_deadline(api: httpx.Client) -> None:
+    task_id = f"grp-deadline-{time.time_ns()}"
+    instance = {"run_s": 3600, "only_samples": [2]}  # sample 2 never ends by itself
+    started = time.time()
+    _task(api, task_id, instance=instance, agent={"handler": "noop"}, num_samples=4, deadline_s=3.0)
+    status = _watch(api, task_id, 30)
+    group = status["group"]
+    assert group["delivered_reason"] == "deadline"
+    assert group["delivered_at"] - started >= 2.5, group  # not before the deadline
+    assert group["delivered_at"] - group["deadline_at"] < 2.0, group  # and kept to within the settler's tick
+    assert group["usable"] == 3 and len(group["usable_session_ids"]) == 3
+    assert group["stragglers"] == [f"{task_id}~2"] and group["straggler_policy"] == "cancel"
+    wait_until(
+        lambda: api.get(f"/rollout/task/{task_id}").json()["state"] == "completed",
+        15,
+        what="the straggler cancelled",
+    )
+    sessions = {s["session_id"]: s for s in api.get(f"/rollout/task/{task_id}").json()["sessions"]}
+    assert sessions[f"{task_id}~2"]["state"] == "cancelled"
+    assert sorted(s["state"] for s in sessions.values()) == ["cancelled", "done", "done", "done"]
+
+
+def test_a_group_is_delivered_once_min_usable_sessions_are_in(api: httpx.Client) -> None:
+    task_id = f"grp-min-{time.time_ns()}"
+    instance = {"run_s": 3600, "only_samples": [0]}
+    _task(
+        api, task_id, instance=instance, agent={"handler": "noop"}, num_samples=3, min_usable=2, deadline_s=60
+    )
+    group = _watch(api, task_id, 20)["group"]
+    assert group["delivered_reason"] == "min_usable" and group["usable"] == 2
+    assert group["stragglers"] == [f"{task_id}~0"]
+
+
+def test_an_infra_failure_in_a_group_of_8_reruns_that_one_sample(api: httpx.Client) -> None:
+    task_id = f"grp-rerun-{time.time_ns()}"
+    instance = {"fail_stage": "run", "fail_as": "sandbox_lost", "only_samples": [5]}
+    _task(api, task_id, instance=instance, agent={"handler": "noop"}, num_samples=8, infra_reruns=2)
+    status = _watch(api, task_id, 30)
+    group = status["group"]
+    assert group["delivered_reason"] == "complete" and group["usable"] == 8, group
+    assert group["reruns"] == [
+        {
+            "sample_index": 5,
+            "session_id": f"{task_id}~5~r1",
+            "replaced": f"{task_id}~5",
+            "reason": "SandboxError",
+        }
+    ]
+    sessions = status["sessions"]
+    assert [s["sample_index"] for s in sessions] == list(range(8))
+    assert sessions[5]["session_id"] == f"{task_id}~5~r1" and sessions[5]["state"] == "done"
+    assert sessions[5]["result"]["metadata"]["rerun_of"] == f"{task_id}~5"
+    assert status["state"] == "completed"
+    # the failed first session is still readable, with its failure class
+    first = api.get(f"/jobs/{task_id}~5").json()
+    assert first["state"] == "failed" and first["error"]["type"] == "SandboxError"
+
+
+def test_a_task_without_group_fields_reads_as_before(api: httpx.Client) -> None:
+    task_id = f"grp-none-{time.time_ns()}"
+    _task(api, task_id, instance={}, agent={"handler": "noop"}, num_samples=2)
+    wait_until(
+        lambda: api.get(f"/rollout/task/{task_id}").json()["state"] == "completed", 20, what="the plain task"
+    )
+    assert api.get(f"/rollout/task/{task_id}").json()["group"] is None
+
+
+def test_min_usable_above_num_samples_is_a_422_naming_the_field(api: httpx.Client) -> None:
+    response = api.post(
+        "/rollout/task/submit",
+        json={
+            "task_id": "grp-bad",
+            "instance": {},
+            "agent": {"handler": "noop"},
+            "num_samples": 2,
+            "min_usable": 3,
+        },
+    )
+    assert response.status_code == 422
+    assert "min_usable" in response.text
