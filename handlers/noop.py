@@ -29,9 +29,10 @@ class NoopInstance(HandlerInstance):
     """How `fail_stage` fails: the handler's own error, or its sandbox lost (containers.errors.SandboxError,
     an infrastructure failure: farm.models.failures)."""
     only_samples: list[int] | None = None
-    """The knobs above (init_s, run_s, eval_s, fail_stage) apply only to these sample indexes of a task,
-    and only to their first attempt (a re-run, metadata.attempt > 0, runs plain); None: to every job.
-    One straggler or one lost sandbox in a group (tests of groups with a deadline)."""
+    """The knobs above (init_s, run_s, eval_s, fail_stage) apply only to these sample indexes of a task
+    (or `metadata.sample` of a DAPO consumer's jobs), and only to their first attempt (a re-run,
+    metadata.attempt > 0, runs plain); None: to every job. One straggler or one lost sandbox in a group
+    (tests of groups with a deadline)."""
     generate_tokens: int = Field(0, ge=0, le=4096)
     """When > 0, run first makes one generation of up to this many tokens through the job's
     backend (a probe of the whole path to the inference servers)."""
@@ -88,7 +89,8 @@ def _knobs_apply(ctx: JobContext) -> bool:
     if only is None:
         return True
     first_attempt = not ctx.metadata.get("attempt")
-    return first_attempt and ctx.spec.sample_index in only
+    index = ctx.metadata.get("sample", ctx.spec.sample_index)  # the DAPO consumer's jobs say `sample`
+    return first_attempt and index in only
 
 
 def _spend(ctx: JobContext, seconds: float, busy: bool) -> None:

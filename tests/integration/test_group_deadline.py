@@ -7,11 +7,15 @@ and the group's record says which and why.
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
 import httpx
 
+from farm.client import DapoConfig, DapoConsumer, FailurePolicy
+from farm.launcher import LocalFarm
+from farm.models import JobState
 from tests.waiting import wait_until
 
 
@@ -117,3 +121,33 @@ def test_min_usable_above_num_samples_is_a_422_naming_the_field(api: httpx.Clien
     )
     assert response.status_code == 422
     assert "min_usable" in response.text
+
+
+def test_the_dapo_consumer_delivers_a_group_at_its_deadline(api: httpx.Client, farm: LocalFarm) -> None:
+    hanging = {"handler": "noop", "run_s": 3600, "only_samples": [1]}
+    config = DapoConfig(
+        n=4, concurrency=8, filter_zero_variance=False, group_deadline_s=3.0, carry_over=False
+    )
+    started = time.monotonic()
+    with DapoConsumer(farm.api_url, itertools.repeat(hanging), config) as dapo:
+        batch = dapo.next_batch(1, timeout_s=60)
+    took = time.monotonic() - started
+    [group] = batch.groups
+    assert group.delivered_reason == "deadline" and group.slots == [0, 2, 3]
+    assert batch.stats.delivered_deadline >= 1 and batch.stats.stragglers_cancelled >= 1
+    assert 2.9 <= took < 15, took
+    [straggler] = group.stragglers
+    assert straggler.endswith("-s1")
+    wait_until(lambda: api.get(f"/jobs/{straggler}").json()["state"] == "cancelled", 15, what="the straggler")
+
+
+def test_the_dapo_consumer_reruns_one_infra_failed_sample(farm: LocalFarm) -> None:
+    lost = {"handler": "noop", "fail_stage": "run", "fail_as": "sandbox_lost", "only_samples": [5]}
+    config = DapoConfig(n=8, concurrency=8, filter_zero_variance=False, failure_policy=FailurePolicy.zero)
+    with DapoConsumer(farm.api_url, itertools.repeat(lost), config) as dapo:
+        batch = dapo.next_batch(1, timeout_s=60)
+    [group] = batch.groups
+    assert len(group.results) == 8 and all(r.state is JobState.done for r in group.results)
+    [rerun] = group.reruns
+    assert (rerun.slot, rerun.reason, rerun.infrastructure) == (5, "SandboxError", True)
+    assert batch.stats.infra_failed == batch.stats.retried >= 1  # later groups of the call may lose one too
