@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from farm.models.requests import SamplingParams
+from farm.models.requests import SamplingParams, check_min_policy_version
 from farm.models.results import JobResult, JobState
 
 
@@ -93,6 +93,12 @@ class TaskRequest(BaseModel):
             SamplingParams.model_validate(value)
         except ValidationError as exc:
             raise ValueError("; ".join(_problem(e) for e in exc.errors())) from None
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_min_policy_version(value)
         return value
 
     @model_validator(mode="after")
