@@ -6,6 +6,7 @@ from farm.client.dapo import AsyncDapoConsumer, Batch, BatchStats, DapoConfig, D
 from farm.client.errors import FarmError, FarmTimeout, FarmUnavailable
 from farm.client.groups import FailurePolicy, Group, GroupBook, StragglerPolicy
 from farm.client.polling import PollPolicy
+from farm.client.staleness import StaleSamples
 from farm.client.sync_client import FarmClient
 
 __all__ = [
@@ -25,5 +26,6 @@ __all__ = [
     "GroupBook",
     "JobAccepted",
     "PollPolicy",
+    "StaleSamples",
     "StragglerPolicy",
 ]

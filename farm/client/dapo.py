@@ -40,7 +40,7 @@ from farm.client.async_client import AsyncFarmClient
 from farm.client.errors import FarmError, FarmTimeout, FarmUnavailable
 from farm.client.groups import Counters, FailurePolicy, Group, GroupBook, JobSpec, StragglerPolicy
 from farm.client.polling import PollPolicy, deadline_after
-from farm.client.staleness import StalenessReport
+from farm.client.staleness import StalenessReport, StaleSamples
 from farm.models import JobResult, SamplingParams, StageError
 from farm.retry import reconnecting
 
@@ -87,6 +87,10 @@ class DapoConfig(BaseModel):
     max_offpolicyness: int | None = Field(None, ge=0)
     """Finished groups with a sample whose oldest turn is more than this many versions behind the batch's
     policy_version are left out of batches (farm/client/staleness.py); None: no bound."""
+    stale_samples: StaleSamples = StaleSamples.drop_group
+    """What `max_offpolicyness` does to a sample past it at assembly: drop its group (drop_group), take it
+    out of its group (discard), or keep its reward in the group's baseline without shipping its tokens
+    (withhold). Counted in the batch's staleness report either way."""
 
     run_id: str = Field(default_factory=lambda: f"dapo-{uuid.uuid4().hex[:10]}", pattern=RUN_ID_PATTERN)
     """Prefix of every group and job id (unique per consumer, so runs never collide on the farm)."""
@@ -182,6 +186,8 @@ class AsyncDapoConsumer:
         self._next_prompt = 0
         self._exhausted = False
         self._offpolicy_dropped = 0
+        self._withheld = 0
+        self._discarded = 0
 
     @property
     def policy_version(self) -> int | None:
@@ -198,7 +204,7 @@ class AsyncDapoConsumer:
         if policy_version is not None:
             await self._set_version(policy_version)
         deadline = deadline_after(timeout_s)
-        self._offpolicy_dropped = 0
+        self._offpolicy_dropped = self._withheld = self._discarded = 0
         while self._ready_within_bound() < k:
             self._fill()
             if not self._running:
@@ -242,11 +248,17 @@ class AsyncDapoConsumer:
         """Finished groups usable now: those over max_offpolicyness are left out (and counted)."""
         bound, current = self.config.max_offpolicyness, self.book.policy_version
         if bound is not None and current is not None:
+            mode, zero_variance = self.config.stale_samples, self.config.filter_zero_variance
 
-            def keep(group: Group) -> bool:
-                return staleness.within(group.results, current, bound)
+            def reshape(group: Group) -> Group | None:
+                shaped, withheld, discarded = staleness.bounded(
+                    group, current, bound, mode, filter_zero_variance=zero_variance
+                )
+                self._withheld += withheld
+                self._discarded += discarded
+                return shaped
 
-            self._offpolicy_dropped += self.book.keep_ready(keep)
+            self._offpolicy_dropped += self.book.reshape_ready(reshape)
         return self.book.ready_count
 
     async def _set_version(self, policy_version: int) -> None:
@@ -345,12 +357,26 @@ class AsyncDapoConsumer:
             dropped_deadline=delta.dropped_deadline,
             stragglers_cancelled=delta.stragglers_cancelled,
             stragglers_left=delta.stragglers_left,
-            staleness=staleness.report(
-                (r for g in groups for r in g.results),
-                self.book.policy_version,
-                self.config.max_offpolicyness,
-                self._offpolicy_dropped,
-            ),
+            staleness=self._staleness(groups),
+        )
+
+    def _staleness(self, groups: list[Group]) -> StalenessReport:
+        current = self.book.policy_version
+        in_flight, in_queue = staleness.queue_lags(groups, current, time.monotonic())
+        base = staleness.report(
+            (r for g in groups for r in g.results),
+            current,
+            self.config.max_offpolicyness,
+            self._offpolicy_dropped,
+        )
+        return base.model_copy(
+            update={
+                "stale_samples": self.config.stale_samples,
+                "withheld": self._withheld,
+                "discarded": self._discarded,
+                "in_flight": in_flight,
+                "in_queue": in_queue,
+            }
         )
 
 

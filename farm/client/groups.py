@@ -54,6 +54,18 @@ class Rerun(BaseModel):
     """The class is an infrastructure failure (farm.models.failures)."""
 
 
+class SampleTimes(BaseModel):
+    """When one sample was sent and came back, on the consumer's clock, and the trainer's version then."""
+
+    model_config = ConfigDict(frozen=True)
+
+    submitted_at: float
+    finished_at: float
+    """When the consumer received the result (time.monotonic of the consumer's process)."""
+    finished_version: int | None
+    """The consumer's policy_version when it received the result (in-flight vs in-queue lag)."""
+
+
 class Group(BaseModel):
     """`n` samples of one prompt, in slot order, as handed to the trainer (fewer when the group was delivered
     early: `min_usable` reached or its deadline passed)."""
@@ -78,10 +90,22 @@ class Group(BaseModel):
     """Job ids still running at delivery: cancelled, or left to finish, as DapoConfig.stragglers says."""
     reruns: list[Rerun] = Field(default_factory=list)
     """Samples re-run one by one after a failure (which, as which job, and why)."""
+    times: list[SampleTimes | None] = Field(default_factory=list)
+    """Aligned with `results`: when each sample was sent and received (off-policy lag at assembly)."""
+    withheld_results: list[JobResult] = Field(default_factory=list)
+    """Samples past the off-policy bound under `stale_samples="withhold"`: their tokens are not shipped
+    (not in `results`, so no adapter trains on them), their rewards still count in `baseline`."""
+    withheld_rewards: list[float] = Field(default_factory=list)
+
+    @property
+    def baseline(self) -> float:
+        """Mean reward of every sample of the group, withheld ones included (the GRPO baseline)."""
+        every = self.rewards + self.withheld_rewards
+        return sum(every) / len(every) if every else 0.0
 
     @property
     def informative(self) -> bool:
-        return reward_spread(self.rewards) > REWARD_TOLERANCE
+        return reward_spread(self.rewards + self.withheld_rewards) > REWARD_TOLERANCE
 
 
 REWARD_TOLERANCE = 1e-9
@@ -154,6 +178,7 @@ class _OpenGroup:
     live: dict[str, int] = field(default_factory=dict)
     """job id -> slot for jobs pending or in flight."""
     reruns: list[Rerun] = field(default_factory=list)
+    times: dict[int, SampleTimes] = field(default_factory=dict)
 
     def usable(self) -> int:
         return sum(succeeded(r) for r in self.results.values())
@@ -195,6 +220,7 @@ class GroupBook:
         self.counters = Counters()
         self._pending: deque[JobSpec] = deque()
         self._in_flight: dict[str, JobSpec] = {}
+        self._submitted_at: dict[str, float] = {}
         self.policy_version: int | None = None
         """Stamped on every job submitted from now on (set by the driver at each step)."""
         self._open: dict[str, _OpenGroup] = {}
@@ -265,6 +291,7 @@ class GroupBook:
         while self._pending and len(self._in_flight) < budget:
             spec = self._pending.popleft()
             self._in_flight[spec.job_id] = spec
+            self._submitted_at[spec.job_id] = self._clock()
             taken.append(spec)
         self.counters.submitted += len(taken)
         return taken
@@ -274,12 +301,19 @@ class GroupBook:
     def record(self, result: JobResult) -> list[str]:
         """Take one terminal result; returns job ids to cancel (siblings of a dropped group)."""
         spec = self._in_flight.pop(result.job_id, None)
+        submitted_at = self._submitted_at.pop(result.job_id, None)
         if spec is None:
             return []  # not ours any more (cancelled, or a duplicate report)
         group = self._open.get(spec.group_id)
         if group is None:
             return []  # a straggler of a group delivered without it, left to finish
         slot = group.live.pop(result.job_id)
+        now = self._clock()
+        group.times[slot] = SampleTimes(
+            submitted_at=now if submitted_at is None else submitted_at,
+            finished_at=now,
+            finished_version=self.policy_version,
+        )
         self.counters.completed += 1
         if succeeded(result):
             group.results[slot] = result
@@ -345,6 +379,7 @@ class GroupBook:
         if self.stragglers is StragglerPolicy.cancel:
             for job_id in stragglers:
                 del self._in_flight[job_id]
+                self._submitted_at.pop(job_id, None)
             to_cancel = stragglers
             self.counters.stragglers_cancelled += len(stragglers)
             self.counters.cancelled += len(stragglers)
@@ -363,6 +398,7 @@ class GroupBook:
             delivered_reason=reason,
             stragglers=stragglers,
             reruns=list(group.reruns),
+            times=[group.times.get(s) for s in slots],
         )
         if self.filter_zero_variance and not done.informative:
             self.counters.dropped_zero_variance += 1
@@ -399,6 +435,8 @@ class GroupBook:
         live = set(group.live)
         self._pending = deque(spec for spec in self._pending if spec.job_id not in live)
         to_cancel = [job_id for job_id in live if self._in_flight.pop(job_id, None) is not None]
+        for job_id in live:
+            self._submitted_at.pop(job_id, None)
         group.live.clear()
         self.counters.cancelled += len(to_cancel)
         return to_cancel
@@ -430,6 +468,15 @@ class GroupBook:
         self._ready = kept
         return dropped
 
+    def reshape_ready(self, reshape: Callable[[Group], Group | None]) -> int:
+        """Replace each finished group by `reshape(group)`, leaving out those it maps to None; returns how
+        many were left out (e.g. stale samples withheld or discarded at assembly)."""
+        reshaped = [reshape(g) for g in self._ready]
+        kept = deque(g for g in reshaped if g is not None)
+        dropped = len(self._ready) - len(kept)
+        self._ready = kept
+        return dropped
+
     def take(self, k: int) -> list[Group]:
         return [self._ready.popleft() for _ in range(min(k, len(self._ready)))]
 
@@ -441,6 +488,7 @@ class GroupBook:
         left = [job_id for job_id, spec in self._in_flight.items() if spec.group_id not in self._open]
         for job_id in left:  # stragglers of delivered groups, left to finish until now
             del self._in_flight[job_id]
+            self._submitted_at.pop(job_id, None)
         to_cancel += left
         self.counters.cancelled += len(left)
         self.counters.discarded_ready += len(self._ready)

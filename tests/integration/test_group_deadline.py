@@ -1,4 +1,5 @@
-"""Groups with a deadline through the task API, on the session farm (real API, Celery workers, Redis).
+"""Groups with a deadline and staleness at assembly through the task API and the DAPO consumer, on the
+session farm (real API, Celery workers, Redis).
 
 A group with one sample that never ends is delivered at its deadline with the others (the straggler
 cancelled and named); an infrastructure failure in a group of 8 re-runs that one sample, not the group,
@@ -12,8 +13,9 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
-from farm.client import DapoConfig, DapoConsumer, FailurePolicy
+from farm.client import DapoConfig, DapoConsumer, FailurePolicy, StaleSamples
 from farm.launcher import LocalFarm
 from farm.models import JobState
 from tests.waiting import wait_until
@@ -151,3 +153,34 @@ def test_the_dapo_consumer_reruns_one_infra_failed_sample(farm: LocalFarm) -> No
     [rerun] = group.reruns
     assert (rerun.slot, rerun.reason, rerun.infrastructure) == (5, "SandboxError", True)
     assert batch.stats.infra_failed == batch.stats.retried >= 1  # later groups of the call may lose one too
+
+
+@pytest.mark.parametrize("mode", [StaleSamples.withhold, StaleSamples.discard])
+def test_a_sample_stale_from_waiting_in_the_queue_is_withheld_or_discarded(
+    farm: LocalFarm, mode: StaleSamples
+) -> None:
+    """Two groups are sampled at version 0; one is batched, the other is carried (in flight or in queue)
+    while the trainer moves to version 1: at assembly its samples are one version old, past the bound 0."""
+    config = DapoConfig(
+        n=2,
+        concurrency=4,
+        filter_zero_variance=False,
+        max_staleness=None,
+        max_offpolicyness=0,
+        stale_samples=mode,
+    )
+    with DapoConsumer(farm.api_url, itertools.repeat({"handler": "noop"}), config) as dapo:
+        first = dapo.next_batch(1, policy_version=0, timeout_s=60)
+        time.sleep(
+            0.5
+        )  # the carried group finishes at version 0 meanwhile (results come back on the next call)
+        second = dapo.next_batch(1, policy_version=1, timeout_s=60)
+    report = second.stats.staleness
+    assert report is not None and report.stale_samples is mode
+    counted = report.withheld if mode is StaleSamples.withhold else report.discarded
+    other = report.discarded if mode is StaleSamples.withhold else report.withheld
+    assert counted >= 2 and counted % 2 == 0 and other == 0, report
+    assert report.dropped_groups >= 1
+    assert [r.metadata["policy_version"] for g in second.groups for r in g.results] == [1, 1]
+    assert report.in_queue.samples == 2 and report.in_queue.versions_max == 0
+    assert first.stats.staleness is not None and first.stats.staleness.in_flight.seconds_max is not None
