@@ -26,8 +26,15 @@ from farm.text import as_text as _decode
 
 STICKY_TTL_S = 7 * 24 * 3600
 
-# KEYS: backends, assigned, unhealthy, sticky(key)   ARGV: sticky ttl
+# KEYS: backends, assigned, unhealthy, sticky(key)   ARGV: sticky ttl, minimum policy version (-1: any)
+# A backend registered with no version, or an older one than ARGV[2], is not used (nor kept pinned).
 _ACQUIRE = """
+local min_version = tonumber(ARGV[2])
+local function recent(decoded)
+  if min_version < 0 then return true end
+  local version = decoded['policy_version']
+  return type(version) == 'number' and version >= min_version
+end
 local pinned = redis.call('GET', KEYS[4])
 if pinned then
   local sep = string.find(pinned, '|', 1, true)
@@ -35,7 +42,7 @@ if pinned then
   local gen = string.sub(pinned, sep + 1)
   local meta = redis.call('HGET', KEYS[1], addr)
   if meta and tostring(cjson.decode(meta)['gen']) == gen then
-    if redis.call('SISMEMBER', KEYS[3], addr) == 0 then
+    if redis.call('SISMEMBER', KEYS[3], addr) == 0 and recent(cjson.decode(meta)) then
       return {addr, meta}
     end
     local left = tonumber(redis.call('ZINCRBY', KEYS[2], -1, addr))
@@ -50,8 +57,8 @@ local best_meta = nil
 local entries = redis.call('HGETALL', KEYS[1])
 for i = 1, #entries, 2 do
   local addr = entries[i]
-  if redis.call('SISMEMBER', KEYS[3], addr) == 0 then
-    local meta = cjson.decode(entries[i + 1])
+  local meta = cjson.decode(entries[i + 1])
+  if redis.call('SISMEMBER', KEYS[3], addr) == 0 and recent(meta) then
     local score = (tonumber(redis.call('ZSCORE', KEYS[2], addr)) or 0) / meta['weight']
     if best == nil or score < best_score or (score == best_score and meta['order'] < best_order) then
       best, best_score, best_order, best_gen = addr, score, meta['order'], meta['gen']
@@ -247,10 +254,13 @@ class PoolOps:
         listed = yield from self.list()
         return next((b for b in listed if b.address == address), None)
 
-    def acquire(self, key: str) -> Op[BackendInfo | None]:
-        """The backend `key` is pinned to, pinning it to the least-assigned healthy one if needed."""
+    def acquire(self, key: str, min_policy_version: int | None = None) -> Op[BackendInfo | None]:
+        """The backend `key` is pinned to, pinning it to the least-assigned healthy one if needed. With
+        `min_policy_version`, only a backend registered as serving that version or a newer one is used
+        (None when there is none yet: the caller waits for a publish as for an empty pool)."""
         keys_ = [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY, keys.sticky(key)]
-        return _pinned((yield Script(_ACQUIRE, keys_, [STICKY_TTL_S])))
+        floor = -1 if min_policy_version is None else min_policy_version
+        return _pinned((yield Script(_ACQUIRE, keys_, [STICKY_TTL_S, floor])))
 
     def release(self, key: str) -> Op[None]:
         yield Script(_RELEASE, [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])

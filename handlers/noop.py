@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from containers.errors import SandboxError
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
 from farm.handler.registry import register
@@ -24,6 +25,14 @@ class NoopInstance(HandlerInstance):
     test run would), so benches can model slow, CPU-bound init and eval stages."""
     busy: bool = False
     fail_stage: Literal["init", "run", "eval"] | None = None
+    fail_as: Literal["error", "sandbox_lost"] = "error"
+    """How `fail_stage` fails: the handler's own error, or its sandbox lost (containers.errors.SandboxError,
+    an infrastructure failure: farm.models.failures)."""
+    only_samples: list[int] | None = None
+    """The knobs above (init_s, run_s, eval_s, fail_stage) apply only to these sample indexes of a task
+    (or `metadata.sample` of a DAPO consumer's jobs), and only to their first attempt (a re-run,
+    metadata.attempt > 0, runs plain); None: to every job. One straggler or one lost sandbox in a group
+    (tests of groups with a deadline)."""
     generate_tokens: int = Field(0, ge=0, le=4096)
     """When > 0, run first makes one generation of up to this many tokens through the job's
     backend (a probe of the whole path to the inference servers)."""
@@ -40,13 +49,16 @@ class NoopHandler(AgentHandler):
     node_local = False
 
     def _maybe_fail(self, ctx: JobContext, stage: str) -> None:
-        if ctx.instance.fail_stage == stage:  # type: ignore[attr-defined]
+        inst: NoopInstance = ctx.instance  # type: ignore[assignment]
+        if inst.fail_stage == stage and _knobs_apply(ctx):
+            if inst.fail_as == "sandbox_lost":
+                raise SandboxError(f"{stage}: sandbox lost on purpose")
             raise StageFailure(f"{stage} failed on purpose")
 
     def init(self, ctx: JobContext) -> dict[str, Any]:
         self._maybe_fail(ctx, "init")
         inst: NoopInstance = ctx.instance  # type: ignore[assignment]
-        _spend(ctx, inst.init_s, inst.busy)
+        _spend(ctx, inst.init_s if _knobs_apply(ctx) else 0.0, inst.busy)
         return {}
 
     def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
@@ -57,7 +69,7 @@ class NoopHandler(AgentHandler):
             prompt = ctx.tokenizer.apply_chat_template([{"role": "user", "content": "Say hello."}])
             generation = ctx.policy.generate(prompt, {"max_tokens": inst.generate_tokens, "temperature": 1.0})
             artifacts = {"backend": generation.backend, "sampled_tokens": len(generation.token_ids)}
-        until = time.monotonic() + inst.run_s
+        until = time.monotonic() + (inst.run_s if _knobs_apply(ctx) else 0.0)
         while True:
             ctx.check()
             left = until - time.monotonic()
@@ -68,8 +80,17 @@ class NoopHandler(AgentHandler):
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
         self._maybe_fail(ctx, "eval")
         inst: NoopInstance = ctx.instance  # type: ignore[assignment]
-        _spend(ctx, inst.eval_s, inst.busy)
+        _spend(ctx, inst.eval_s if _knobs_apply(ctx) else 0.0, inst.busy)
         return EvalOutput(reward=inst.reward)
+
+
+def _knobs_apply(ctx: JobContext) -> bool:
+    only: list[int] | None = ctx.instance.only_samples  # type: ignore[attr-defined]
+    if only is None:
+        return True
+    first_attempt = not ctx.metadata.get("attempt")
+    index = ctx.metadata.get("sample", ctx.spec.sample_index)  # the DAPO consumer's jobs say `sample`
+    return first_attempt and index in only
 
 
 def _spend(ctx: JobContext, seconds: float, busy: bool) -> None:

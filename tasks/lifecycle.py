@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.agent.policy import PolicyClient
-from farm.agent.versions import max_lag
+from farm.agent.versions import max_lag, min_version
 from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
@@ -91,7 +91,14 @@ def _context(
             attempt.pinned = True  # remembered in the record, so whichever stage ends the job releases it
             job_store().set_fields(ctx.job_id, {JobField.BACKEND_PINNED: "1"})
         lag = max_lag(ctx.metadata, settings.max_policy_lag)
-        return PolicyClient(backend_pool(), ctx.job_id, ctx.check, ctx.remaining, max_policy_lag=lag)
+        return PolicyClient(
+            backend_pool(),
+            ctx.job_id,
+            ctx.check,
+            ctx.remaining,
+            max_policy_lag=lag,
+            min_policy_version=min_version(ctx.metadata),
+        )
 
     return JobContext(
         spec=record.spec,

@@ -48,6 +48,7 @@ class PolicyClient:
         http: httpx.Client | None = None,
         max_failovers: int = 3,
         max_policy_lag: int | None = None,
+        min_policy_version: int | None = None,
     ) -> None:
         self.pool = pool
         self.key = key
@@ -57,6 +58,8 @@ class PolicyClient:
         self.max_failovers = max_failovers
         self.backends_used: list[str] = []
         self.calls = 0
+        self.min_policy_version = min_policy_version
+        """Only backends serving this version or newer are used (a job's `metadata.min_policy_version`)."""
         self.versions = TurnVersions(max_policy_lag)
         """The policy version of each call (farm/agent/versions.py)."""
         self.tool_call_parser: str | None = None
@@ -70,10 +73,15 @@ class PolicyClient:
         waiting = NoBackendWait()
         while True:
             self.check()
-            backend = self.pool.acquire(self.key)
+            backend = self.pool.acquire(self.key, self.min_policy_version)
             if backend is None:
                 wait = waiting.wait_s(self.remaining())
                 if wait is None:
+                    if self.min_policy_version is not None:
+                        raise NoBackendAvailable(
+                            f"no healthy inference backend serves policy version {self.min_policy_version} "
+                            "or newer (the job's metadata.min_policy_version)"
+                        )
                     raise NoBackendAvailable("no healthy inference backend is registered")
                 time.sleep(wait)
                 continue

@@ -63,6 +63,14 @@ def max_lag(metadata: dict[str, Any], default: int | None) -> int | None:
     return default
 
 
+def min_version(metadata: dict[str, Any]) -> int | None:
+    """The oldest policy version a job accepts (its metadata's `min_policy_version`, a non-negative int)."""
+    value = metadata.get("min_policy_version")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
 @dataclass
 class TurnVersions:
     """The version of each model call of one rollout, in call order."""

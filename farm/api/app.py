@@ -16,6 +16,7 @@ from farm import __version__
 from farm.api import docs, management, metrics, publish, rollout
 from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
+from farm.api.groups import settle_forever
 from farm.api.outage import OutageGuard, RedisWatch
 from farm.api.state import FarmState
 from farm.api.strict_json import StrictJSONBody
@@ -30,7 +31,8 @@ from farm.web.security import BodySizeLimit
 
 
 def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
-    """The API's background work: the result waiter, the backend prober, the callback sender, the gateway."""
+    """The API's background work: the result waiter, the backend prober, the callback sender, the group
+    settler, the gateway."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -44,12 +46,13 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyn
         callbacks = asyncio.create_task(
             CallbackSender(state.store).run_forever(state.waiter.any_done, state.waiter.callbacks_due)
         )
+        groups = asyncio.create_task(settle_forever(state))
         try:
             runtime = GatewayRuntime.create(redis=state.redis, backends=state.pool, settings=settings)
             async with gateway_lifespan(app, runtime):
                 yield
         finally:
-            for background in (prober, callbacks):
+            for background in (prober, callbacks, groups):
                 background.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await background

@@ -7,92 +7,25 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
-from fastapi.exceptions import RequestValidationError
 
+from farm.api.groups import settle
 from farm.api.management import ensure_accepting
 from farm.api.state import FarmState, farm_state
-from farm.api.submit import validate_instance
+from farm.api.task_sessions import checked, session_spec, task_instance, validate_harness_task
 from farm.api.url_allow import check_url
-from farm.jobs.spec import JobSpec, session_id
-from farm.models.requests import SamplingParams
+from farm.jobs.spec import session_id
 from farm.models.results import JobState
 from farm.models.tasks import SessionStatus, SubmitResponse, TaskRequest, TaskStatus
 from farm.web.responses import errors
 from farm.web.security import require_token
 from farm.workers import live_workers_async
 
-router = APIRouter(prefix="/rollout", dependencies=[Depends(require_token)], responses=errors(401, 413))
-
-
-def task_instance(body: TaskRequest) -> dict[str, Any]:
-    """The handler instance a task's sessions run, from `instance`, `instruction` and `agent`."""
-    if body.agent.harness is not None:
-        instance = dict(body.instance or {})
-        instance.setdefault("handler", "harness")
-        if body.instruction is not None:
-            instance.setdefault("instruction", body.instruction)
-        instance.setdefault("harness", body.agent.harness)
-        for name in ("command", "model_name"):
-            if getattr(body.agent, name) is not None:
-                instance.setdefault(name, getattr(body.agent, name))
-        return instance
-    instance = dict(body.instance or {})
-    if body.agent.handler is not None:
-        instance["handler"] = body.agent.handler
-    if body.instruction is not None:
-        instance.setdefault("instruction", body.instruction)
-    return instance
-
-
-def validate_harness_task(body: TaskRequest, instance: dict[str, Any]) -> None:
-    """The task-level parts a harness job reads at init (runtime.prepare, evaluator, the shell command)
-    are checked now, so a mistake is a 422 naming the task's field instead of a failed job later."""
-    if instance.get("harness") == "shell" and not instance.get("command"):
-        raise RequestValidationError(
-            [
-                {
-                    "type": "missing",
-                    "loc": ("body", "agent", "command"),
-                    "msg": "the shell harness needs agent.command (or instance.command)",
-                    "input": None,
-                }
-            ]
-        )
-    probe = {**instance, "prepare": body.runtime.prepare}
-    if body.evaluator.strategy:
-        probe["evaluator"] = body.evaluator.model_dump()
-    where = {"prepare": ("body", "runtime", "prepare"), "evaluator": ("body", "evaluator")}
-    try:
-        validate_instance(probe, loc=("body", "instance"))
-    except RequestValidationError as exc:
-        errors = []
-        for err in exc.errors():
-            field = err["loc"][2] if len(err["loc"]) > 2 else None
-            if field in where:
-                err = {**err, "loc": (*where[field], *err["loc"][3:])}
-            errors.append(err)
-        raise RequestValidationError(errors) from None
-
+__all__ = ["router", "task_instance", "validate_harness_task"]
 
 SUBMIT_CONCURRENCY = 64
 """Sessions created at once: one Redis round trip each, overlapped."""
 
-
-def _checked(body: TaskRequest) -> tuple[dict[str, Any], str]:
-    """The sessions' handler instance and handler name; 422 naming the task's field when invalid."""
-    instance = task_instance(body)
-    loc = ("body", "agent", "harness") if body.agent.harness else ("body", "instance")
-    try:
-        handler = validate_instance(instance, loc=("body", "instance"))
-    except RequestValidationError as exc:
-        if body.agent.harness and instance.get("handler") == "harness":
-            raise RequestValidationError(
-                [{**e, "loc": loc} if e["loc"][-1] == "handler" else e for e in exc.errors()]
-            ) from None
-        raise
-    if body.agent.harness and instance.get("handler") == "harness":
-        validate_harness_task(body, instance)
-    return instance, handler
+router = APIRouter(prefix="/rollout", dependencies=[Depends(require_token)], responses=errors(401, 413))
 
 
 @router.post("/task/submit", response_model=SubmitResponse, responses=errors(400, 503))
@@ -100,7 +33,7 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
     """Idempotent and completable: re-submitting a task id answers with its sessions, and if the first
     submission died part-way (an API crash in the middle of 1024 sessions), creates the missing ones
     from the request first stored. A task reads `completed` only after every session was created."""
-    _checked(body)
+    checked(body)
     if body.callback_url is not None:
         await check_url(farm.callback_urls, body.callback_url, ("body", "callback_url"))
     await ensure_accepting(farm)
@@ -116,36 +49,18 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
             return SubmitResponse(task_id=body.task_id, session_ids=ids)
     await _create_sessions(farm, body, ids)
     await farm.tasks.mark_submitted(body.task_id)
+    if body.is_group:
+        await farm.tasks.open_group(body.task_id, time.time())
     return SubmitResponse(task_id=body.task_id, session_ids=ids)
 
 
 async def _create_sessions(farm: FarmState, body: TaskRequest, ids: list[str]) -> None:
     """Creates each session that does not exist yet (Submitter.submit is a no-op for one that does)."""
-    instance, handler = _checked(body)
-    sampling = SamplingParams.model_validate(body.sampling_params)
-    metadata = {"group_id": body.task_id, **body.metadata, "task_id": body.task_id}
-    shared = {
-        "handler": handler,
-        "instance": instance,
-        "sampling_params": sampling,
-        "timeout_s": body.timeout_seconds,
-        "task_id": body.task_id,
-        "runtime": body.runtime.model_dump(),
-        "agent": body.agent.model_dump(),
-        "builder": body.builder.model_dump(),
-        "evaluator": body.evaluator.model_dump(),
-        "callback_url": body.callback_url,
-        "priority": body.priority,
-    }
+    instance, handler = checked(body)
     for start in range(0, len(ids), SUBMIT_CONCURRENCY):
         batch = list(enumerate(ids))[start : start + SUBMIT_CONCURRENCY]
         await asyncio.gather(
-            *(
-                farm.submitter.submit(
-                    JobSpec(job_id=job_id, metadata={**metadata, "sample_index": i}, sample_index=i, **shared)
-                )
-                for i, job_id in batch
-            )
+            *(farm.submitter.submit(session_spec(body, instance, handler, i, job_id)) for i, job_id in batch)
         )
 
 
@@ -155,6 +70,12 @@ async def get_task(task_id: str, farm: FarmState = Depends(farm_state)) -> TaskS
     if found is None:
         raise HTTPException(status_code=404, detail=f"unknown task {task_id}")
     ids, submitted = found
+    stored = await farm.tasks.stored(task_id)
+    body = None if stored.request is None else TaskRequest.model_validate_json(stored.request)
+    if submitted and body is not None and body.is_group:
+        settled = await settle(farm, body)
+        state = "completed" if settled.terminal else "running"
+        return TaskStatus(task_id=task_id, state=state, sessions=settled.sessions, group=settled.group)
     sessions = []
     for job_id, record in zip(ids, await farm.store.get_many(ids), strict=True):
         if record is None:

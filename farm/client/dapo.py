@@ -33,14 +33,14 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from farm.client import staleness
 from farm.client.async_client import AsyncFarmClient
 from farm.client.errors import FarmError, FarmTimeout, FarmUnavailable
-from farm.client.groups import Counters, FailurePolicy, Group, GroupBook, JobSpec
+from farm.client.groups import Counters, FailurePolicy, Group, GroupBook, JobSpec, StragglerPolicy
 from farm.client.polling import PollPolicy, deadline_after
-from farm.client.staleness import StalenessReport
+from farm.client.staleness import StalenessReport, StaleSamples
 from farm.models import JobResult, SamplingParams, StageError
 from farm.retry import reconnecting
 
@@ -76,13 +76,32 @@ class DapoConfig(BaseModel):
     """True: unfinished jobs and surplus groups feed the next call; False: cancelled / discarded."""
     max_staleness: int | None = Field(1, ge=0)
     """Carried work opened more than this many policy versions ago is cancelled; None: never."""
+    min_usable: int | None = Field(None, ge=1)
+    """A group is delivered once this many of its `n` samples succeeded (stragglers handled as
+    `stragglers` says); None: when all `n` are in."""
+    group_deadline_s: float | None = Field(None, gt=0)
+    """A group is delivered with the samples it has this long after it was opened (a group with none is
+    dropped, counted `dropped_deadline`); None: no deadline. A rollout that hangs no longer stalls a step."""
+    stragglers: StragglerPolicy = StragglerPolicy.cancel
+    """Samples still running when their group is delivered early: cancelled, or left to finish."""
     max_offpolicyness: int | None = Field(None, ge=0)
     """Finished groups with a sample whose oldest turn is more than this many versions behind the batch's
     policy_version are left out of batches (farm/client/staleness.py); None: no bound."""
+    stale_samples: StaleSamples = StaleSamples.drop_group
+    """What `max_offpolicyness` does to a sample past it at assembly: drop its group (drop_group), take it
+    out of its group (discard), or keep its reward in the group's baseline without shipping its tokens
+    (withhold). Counted in the batch's staleness report either way."""
+
     run_id: str = Field(default_factory=lambda: f"dapo-{uuid.uuid4().hex[:10]}", pattern=RUN_ID_PATTERN)
     """Prefix of every group and job id (unique per consumer, so runs never collide on the farm)."""
     extra_metadata: dict[str, Any] = Field(default_factory=dict)
     """Copied into every job's metadata (e.g. experiment name)."""
+
+    @model_validator(mode="after")
+    def _min_usable(self) -> DapoConfig:
+        if self.min_usable is not None and self.min_usable > self.n:
+            raise ValueError(f"min_usable ({self.min_usable}) is more than n ({self.n})")
+        return self
 
 
 class BatchStats(BaseModel):
@@ -106,6 +125,13 @@ class BatchStats(BaseModel):
     exhausted: bool
     """The dataloader ran out before K groups came in."""
     wall_time_s: float
+    delivered_min_usable: int = 0
+    """Groups delivered once `min_usable` samples were in (DapoConfig.min_usable)."""
+    delivered_deadline: int = 0
+    """Groups delivered at their deadline with fewer than `n` samples (DapoConfig.group_deadline_s)."""
+    dropped_deadline: int = 0
+    stragglers_cancelled: int = 0
+    stragglers_left: int = 0
     staleness: StalenessReport | None = None
     """Off-policyness of the batch's samples in versions (per-turn versions, farm/client/staleness.py)."""
 
@@ -149,6 +175,9 @@ class AsyncDapoConsumer:
             filter_zero_variance=self.config.filter_zero_variance,
             failure_policy=self.config.failure_policy,
             max_retries=self.config.max_retries,
+            min_usable=self.config.min_usable,
+            deadline_s=self.config.group_deadline_s,
+            stragglers=self.config.stragglers,
         )
         self._running: dict[str, asyncio.Task[JobResult]] = {}
         """job id -> its blocking POST /process, for every job the book counts as in flight."""
@@ -157,6 +186,8 @@ class AsyncDapoConsumer:
         self._next_prompt = 0
         self._exhausted = False
         self._offpolicy_dropped = 0
+        self._withheld = 0
+        self._discarded = 0
 
     @property
     def policy_version(self) -> int | None:
@@ -173,16 +204,22 @@ class AsyncDapoConsumer:
         if policy_version is not None:
             await self._set_version(policy_version)
         deadline = deadline_after(timeout_s)
-        self._offpolicy_dropped = 0
+        self._offpolicy_dropped = self._withheld = self._discarded = 0
         while self._ready_within_bound() < k:
             self._fill()
             if not self._running:
                 break  # dataloader exhausted and nothing left running
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            group_due = self.book.next_deadline()
+            wait = remaining
+            if group_due is not None:
+                until_group = max(0.0, group_due - time.monotonic())
+                wait = until_group if wait is None else min(wait, until_group)
             done, _ = await asyncio.wait(
-                self._running.values(), timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                self._running.values(), timeout=wait, return_when=asyncio.FIRST_COMPLETED
             )
-            if not done:
+            await self._cancel(self.book.expire())
+            if not done and deadline is not None and time.monotonic() >= deadline:
                 c, last = self.book.counters - before, self.book.last_error
                 seen = f"{last.stage}/{last.type}: {last.message[:200]}" if last else "none"
                 raise FarmTimeout(
@@ -211,11 +248,17 @@ class AsyncDapoConsumer:
         """Finished groups usable now: those over max_offpolicyness are left out (and counted)."""
         bound, current = self.config.max_offpolicyness, self.book.policy_version
         if bound is not None and current is not None:
+            mode, zero_variance = self.config.stale_samples, self.config.filter_zero_variance
 
-            def keep(group: Group) -> bool:
-                return staleness.within(group.results, current, bound)
+            def reshape(group: Group) -> Group | None:
+                shaped, withheld, discarded = staleness.bounded(
+                    group, current, bound, mode, filter_zero_variance=zero_variance
+                )
+                self._withheld += withheld
+                self._discarded += discarded
+                return shaped
 
-            self._offpolicy_dropped += self.book.keep_ready(keep)
+            self._offpolicy_dropped += self.book.reshape_ready(reshape)
         return self.book.ready_count
 
     async def _set_version(self, policy_version: int) -> None:
@@ -309,12 +352,31 @@ class AsyncDapoConsumer:
             carried_groups=self.book.ready_count,
             exhausted=self._exhausted and self.book.idle(),
             wall_time_s=time.monotonic() - started,
-            staleness=staleness.report(
-                (r for g in groups for r in g.results),
-                self.book.policy_version,
-                self.config.max_offpolicyness,
-                self._offpolicy_dropped,
-            ),
+            delivered_min_usable=delta.delivered_min_usable,
+            delivered_deadline=delta.delivered_deadline,
+            dropped_deadline=delta.dropped_deadline,
+            stragglers_cancelled=delta.stragglers_cancelled,
+            stragglers_left=delta.stragglers_left,
+            staleness=self._staleness(groups),
+        )
+
+    def _staleness(self, groups: list[Group]) -> StalenessReport:
+        current = self.book.policy_version
+        in_flight, in_queue = staleness.queue_lags(groups, current, time.monotonic())
+        base = staleness.report(
+            (r for g in groups for r in g.results),
+            current,
+            self.config.max_offpolicyness,
+            self._offpolicy_dropped,
+        )
+        return base.model_copy(
+            update={
+                "stale_samples": self.config.stale_samples,
+                "withheld": self._withheld,
+                "discarded": self._discarded,
+                "in_flight": in_flight,
+                "in_queue": in_queue,
+            }
         )
 
 

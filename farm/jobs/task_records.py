@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -35,6 +36,19 @@ class StoredTask:
     """Every session was created."""
 
 
+RERUN_FIELD = "rerun:"
+"""Task hash field prefix: `rerun:<sample>:<attempt>` -> {"session_id", "replaced", "reason"}."""
+DELIVERED_FIELD = "delivered"
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    reruns: dict[int, list[dict[str, str]]]
+    """Sample index -> its re-runs in order."""
+    delivered: dict[str, Any] | None
+    created_at: float | None = None
+
+
 class TaskOps:
     def claim(self, task_id: str, request: str, session_ids: list[str], now: float, ttl_s: int) -> Op[bool]:
         """Records a new task whole; False when a task with this id exists (or existed within the TTL)."""
@@ -55,6 +69,47 @@ class TaskOps:
         raw, submitted = yield Command(lambda r: r.hmget(task, "session_ids", "submitted"))
         return None if raw is None else (list(json.loads(raw)), submitted is not None)
 
+    def open_group(self, task_id: str, now: float) -> Op[None]:
+        """Marks the task a group to settle until delivered (farm/api/groups.py)."""
+        yield Command(lambda r: r.zadd(keys.OPEN_GROUPS, {task_id: now}, nx=True))
+
+    def close_group(self, task_id: str) -> Op[None]:
+        yield Command(lambda r: r.zrem(keys.OPEN_GROUPS, task_id))
+
+    def open_groups(self, limit: int) -> Op[list[str]]:
+        """The oldest `limit` groups not delivered yet."""
+        raw = yield Command(lambda r: r.zrange(keys.OPEN_GROUPS, 0, limit - 1))
+        return [as_text(x) for x in raw]
+
+    def group_record(self, task_id: str) -> Op[GroupRecord]:
+        """The group's re-runs and delivery, as recorded so far."""
+        raw = yield Command(lambda r: r.hgetall(keys.task(task_id)))
+        fields = {as_text(k): as_text(v) for k, v in raw.items()}
+        found: list[tuple[int, int, dict[str, str]]] = []
+        for name in (f for f in fields if f.startswith(RERUN_FIELD)):
+            slot, attempt = (int(x) for x in name.removeprefix(RERUN_FIELD).split(":"))
+            found.append((slot, attempt, json.loads(fields[name])))
+        ordered: dict[int, list[dict[str, str]]] = {}
+        for slot, _, entry in sorted(found, key=lambda e: (e[0], e[1])):
+            ordered.setdefault(slot, []).append(entry)
+        delivered = fields.get(DELIVERED_FIELD)
+        created = fields.get("created_at")
+        return GroupRecord(
+            ordered,
+            None if delivered is None else json.loads(delivered),
+            None if created is None else float(created),
+        )
+
+    def add_rerun(self, task_id: str, slot: int, attempt: int, entry: dict[str, str]) -> Op[bool]:
+        """Records the `attempt`-th re-run of sample `slot`; False if another settler recorded it first."""
+        field = f"{RERUN_FIELD}{slot}:{attempt}"
+        return bool((yield Command(lambda r: r.hsetnx(keys.task(task_id), field, json.dumps(entry)))))
+
+    def deliver(self, task_id: str, delivery: dict[str, object]) -> Op[bool]:
+        """Records the group's delivery once; False if it was delivered already."""
+        raw = json.dumps(delivery)
+        return bool((yield Command(lambda r: r.hsetnx(keys.task(task_id), DELIVERED_FIELD, raw))))
+
     def count(self) -> Op[int]:
         """Tasks in the index (those submitted within the result TTL)."""
         return int((yield Command(lambda r: r.zcard(keys.TASKS))))
@@ -70,3 +125,9 @@ class AsyncTaskStore:
     mark_submitted = AsyncOp(TaskOps.mark_submitted)
     sessions = AsyncOp(TaskOps.sessions)
     count = AsyncOp(TaskOps.count)
+    open_group = AsyncOp(TaskOps.open_group)
+    close_group = AsyncOp(TaskOps.close_group)
+    open_groups = AsyncOp(TaskOps.open_groups)
+    group_record = AsyncOp(TaskOps.group_record)
+    add_rerun = AsyncOp(TaskOps.add_rerun)
+    deliver = AsyncOp(TaskOps.deliver)

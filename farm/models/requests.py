@@ -30,6 +30,14 @@ class SamplingParams(BaseModel):
     stop: list[str] | None = None
 
 
+def check_min_policy_version(metadata: dict[str, Any]) -> None:
+    """`metadata.min_policy_version`, when given, is a non-negative int: the job uses only backends
+    registered as serving that policy version or a newer one."""
+    value = metadata.get("min_policy_version")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise ValueError("metadata.min_policy_version must be a non-negative integer")
+
+
 class ProcessRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -42,12 +50,15 @@ class ProcessRequest(BaseModel):
     wait: bool = True
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Copied onto the result and every trace (e.g. policy_version, group_id). `tool_call_parser`
-    names the tool-call parser for this job (as in AddLLMServerRequest), over the backend's."""
+    names the tool-call parser for this job (as in AddLLMServerRequest), over the backend's.
+    `min_policy_version` makes the job use only backends serving that version or newer."""
 
     @field_validator("metadata")
     @classmethod
     def _known_parser(cls, metadata: dict[str, Any]) -> dict[str, Any]:
-        return parser_metadata(metadata)
+        metadata = parser_metadata(metadata)
+        check_min_policy_version(metadata)
+        return metadata
 
     callback_url: str | None = Field(None, pattern=r"^https?://")
     """When set, the result is also POSTed there (retried with backoff; never blocks the pipeline)."""

@@ -105,3 +105,20 @@ def test_async_pool_matches_sync(redis_url: str) -> None:
         return got
 
     assert asyncio.run(scenario()) == [A, B, A, B]
+
+
+def test_a_minimum_policy_version_skips_older_and_unversioned_backends(redis_url: str) -> None:
+    pool = BackendPool(redis.Redis.from_url(redis_url))
+    pool.add(A, policy_version=3)
+    pool.add(B, policy_version=4)
+    pool.add(C)  # no version registered: never good enough for a job that needs one
+    assert {pool.acquire(f"old{i}").address for i in range(3)} == {A, B, C}  # no floor: any
+    assert [pool.acquire(f"new{i}", 4).address for i in range(3)] == [B, B, B]
+    assert pool.acquire("newest", 5) is None  # none yet: the caller waits as for an empty pool
+    # a job pinned to A before A fell behind its floor moves (and A's count is given back)
+    assert pool.acquire("moving").address == A
+    assigned_before = {b.address: b.assigned for b in pool.list()}[A]
+    assert pool.acquire("moving", 4).address == B
+    assert {b.address: b.assigned for b in pool.list()}[A] == assigned_before - 1
+    pool.set_policy_version(A, 5)  # a publish brings A to the front again
+    assert pool.acquire("newest", 5).address == A
