@@ -126,3 +126,17 @@ def test_hidden_file_names_stay_inside_the_workdir() -> None:
     for name in ("../x.py", "/etc/x.py", "a/../../x.py", "."):
         with pytest.raises(ValueError, match="relative path"):
             OutputTestConfig(command="true", files={name: ""})
+
+
+def test_the_demo_task_scores_its_own_test_not_the_rollouts(rollout: Sandbox) -> None:
+    """Issue 34 item 9: the demo's harness task pays 0 for `echo 'print("ok")' > test_calc.py`."""
+    from farm.demo import HARNESS_FILES, harness_task
+
+    task = harness_task("demo-item-9", "shell", "true", 1)
+    config = OutputTestConfig.model_validate({**task["evaluator"]["config"], "fresh": False})
+    assert "test_calc.py" in config.files
+    rollout.exec("cat > calc.py", stdin=HARNESS_FILES["calc.py"])
+    reward, test = evaluate(rollout, """echo 'print("ok")' > test_calc.py""", config)
+    assert reward == 0.0 and "add(2, 3) = -1" in test["output"], test
+    reward, test = evaluate(rollout, "sed -i 's/a - b/a + b/' calc.py", config)
+    assert reward == 1.0, test
