@@ -34,7 +34,18 @@ from farm.report.summary import summarize
 
 HARNESS_INSTRUCTION = "Fix the add function in calc.py so that test_calc.py passes."
 """The harness demo's task (handlers/harness/scripts/harness.jsonl has a script per harness for it)."""
-HARNESS_TEST = 'from calc import add\n\nassert add(2, 3) == 5, f"add(2, 3) = {add(2, 3)}"\nprint("ok")\n'
+HARNESS_TEST = """\
+import ctypes, subprocess, sys
+
+# The verdict is made here, where the code under test never runs (docs/CONTRACT.md, task authoring): it runs
+# in a child process, which may not trace this one (PR_SET_DUMPABLE 0), and only its output comes back.
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+code = "from calc import add; print(add(2, 3))"
+child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+got = child.stdout.strip().splitlines()[-1:] or [child.stderr.strip()[-300:]]
+assert got == ["5"], f"add(2, 3) = {got[0]}"
+print("ok")
+"""
 HARNESS_FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "test_calc.py": HARNESS_TEST}
 """The workspace the agent starts from: a copy of the test is there for it to run, not to be scored by."""
 HIDDEN_TEST_FILES = {"test_calc.py": HARNESS_TEST}
