@@ -34,12 +34,23 @@ from farm.report.summary import summarize
 
 HARNESS_INSTRUCTION = "Fix the add function in calc.py so that test_calc.py passes."
 """The harness demo's task (handlers/harness/scripts/harness.jsonl has a script per harness for it)."""
-HARNESS_FILES = {
-    "calc.py": "def add(a, b):\n    return a - b\n",
-    "test_calc.py": (
-        'from calc import add\n\nassert add(2, 3) == 5, f"add(2, 3) = {add(2, 3)}"\nprint("ok")\n'
-    ),
-}
+HARNESS_TEST = """\
+import ctypes, subprocess, sys
+
+# The verdict is made here, where the code under test never runs (docs/CONTRACT.md, task authoring): it runs
+# in a child process, which may not trace this one (PR_SET_DUMPABLE 0), and only its output comes back.
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+code = "from calc import add; print(add(2, 3))"
+child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+got = child.stdout.strip().splitlines()[-1:] or [child.stderr.strip()[-300:]]
+assert got == ["5"], f"add(2, 3) = {got[0]}"
+print("ok")
+"""
+HARNESS_FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "test_calc.py": HARNESS_TEST}
+"""The workspace the agent starts from: a copy of the test is there for it to run, not to be scored by."""
+HIDDEN_TEST_FILES = {"test_calc.py": HARNESS_TEST}
+"""The evaluator's own copy, written over whatever the rollout left at that name (issue 34 item 9): a
+rollout that rewrites test_calc.py to print "ok" is scored by the real test, not by its own."""
 CLAIM_KEY = keys.DEMO_CLAIM
 """Set in the database a demo took for itself (so two demos never take the same one)."""
 INTERRUPTED = 130
@@ -68,7 +79,7 @@ def harness_task(task_id: str, harness: str, command: str, samples: int) -> dict
         "builder": {"strategy": "prefix_merging"},
         "evaluator": {
             "strategy": "test_on_output",
-            "config": {"command": "python3 test_calc.py", "fresh": True},
+            "config": {"command": "python3 test_calc.py", "fresh": True, "files": HIDDEN_TEST_FILES},
         },
         "metadata": {"problem_id": f"harness-{harness}", "policy_version": 0},
     }

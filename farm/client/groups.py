@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from farm.models import JobResult, JobState, StageError
-from farm.models.failures import infrastructure_failure
+from farm.models.failures import infrastructure_failure, rollout_failure
 
 
 class FailurePolicy(StrEnum):
@@ -325,7 +325,8 @@ class GroupBook:
         )
         infrastructure = infrastructure_failure(result) is not None
         self.counters.infra_failed += infrastructure
-        if self.failure_policy is FailurePolicy.zero and not infrastructure:
+        # The rollout's own failures (a limit it broke, its budget spent) are its 0 under every policy.
+        if (self.failure_policy is FailurePolicy.zero and not infrastructure) or rollout_failure(result):
             group.results[slot] = result
             group.rewards[slot] = 0.0
             return self._maybe_close(group)

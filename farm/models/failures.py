@@ -27,6 +27,23 @@ INFRASTRUCTURE_FAILURES: frozenset[str] = frozenset(
 """`error.type` values that mean the farm failed, not the policy."""
 
 
+ROLLOUT_FAILURES: frozenset[str] = frozenset({"SandboxLimitExceeded"})
+"""`error.type` values of a failure the rollout itself caused (its sandbox ended for exceeding a resource
+limit while it ran). With the `timeout` state (the job's own budget spent), a reward of 0 under every
+failure policy: the adapters train on it as 0, the DAPO consumer scores it 0 and never retries it (a retry
+would let a policy dodge its zeros by breaking a limit). Failures during an evaluation that the rollout's
+state caused end `done` with reward 0 and `metadata.evaluation_refused` instead (docs/CONTRACT.md)."""
+
+
+def rollout_failure(result: JobResult) -> str | None:
+    """The class of a failure the rollout caused (`ROLLOUT_FAILURES`, or "timeout"), or None."""
+    if result.state is JobState.timeout:
+        return "timeout"
+    if result.state is JobState.failed and result.error is not None and result.error.type in ROLLOUT_FAILURES:
+        return result.error.type
+    return None
+
+
 def infrastructure_failure(result: JobResult) -> str | None:
     """The class of an infrastructure failure `result` ended with, or None (done, or another failure)."""
     if result.state is JobState.done or result.error is None:
@@ -34,4 +51,4 @@ def infrastructure_failure(result: JobResult) -> str | None:
     return result.error.type if result.error.type in INFRASTRUCTURE_FAILURES else None
 
 
-__all__ = ["INFRASTRUCTURE_FAILURES", "infrastructure_failure"]
+__all__ = ["INFRASTRUCTURE_FAILURES", "ROLLOUT_FAILURES", "infrastructure_failure", "rollout_failure"]

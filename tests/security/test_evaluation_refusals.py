@@ -126,3 +126,32 @@ def test_hidden_file_names_stay_inside_the_workdir() -> None:
     for name in ("../x.py", "/etc/x.py", "a/../../x.py", "."):
         with pytest.raises(ValueError, match="relative path"):
             OutputTestConfig(command="true", files={name: ""})
+
+
+def test_the_demo_task_scores_its_own_test_not_the_rollouts(rollout: Sandbox) -> None:
+    """Issue 34 item 9: the demo's harness task pays 0 for `echo 'print("ok")' > test_calc.py`."""
+    from farm.demo import HARNESS_FILES, harness_task
+
+    task = harness_task("demo-item-9", "shell", "true", 1)
+    config = OutputTestConfig.model_validate({**task["evaluator"]["config"], "fresh": False})
+    assert "test_calc.py" in config.files
+    rollout.exec("cat > calc.py", stdin=HARNESS_FILES["calc.py"])
+    reward, test = evaluate(rollout, """echo 'print("ok")' > test_calc.py""", config)
+    assert reward == 0.0 and "add(2, 3) = -1" in test["output"], test
+    reward, test = evaluate(rollout, "sed -i 's/a - b/a + b/' calc.py", config)
+    assert reward == 1.0, test
+
+
+def test_the_verdict_is_not_the_tested_codes_to_give(rollout: Sandbox) -> None:
+    """Issue 34 item 8: code under test that ends its process with status 0 at import. A test that imports
+    it into the process whose exit status is the verdict pays it 1 (the pitfall docs/CONTRACT.md's task
+    authoring warns of); the demo's test runs it in a child and decides in its own process: 0."""
+    from farm.demo import harness_task
+
+    forging = "printf 'import os\\nos._exit(0)\\n' > calc.py"
+    reward, _ = evaluate(rollout, forging)
+    assert reward == 1.0  # the naive test: the tested code gave the verdict
+    task = harness_task("demo-item-8", "shell", "true", 1)
+    config = OutputTestConfig.model_validate({**task["evaluator"]["config"], "fresh": False})
+    reward, test = evaluate(rollout, forging, config)
+    assert reward == 0.0 and "add(2, 3) =" in test["output"], test

@@ -187,3 +187,20 @@ def test_the_evaluation_needs_no_hidden_files_to_be_told_apart(api: httpx.Client
 
 def test_host_secret_is_really_root_only(secret_dir: Path) -> None:
     assert os.stat(secret_dir).st_mode & 0o077 == 0
+
+
+def test_the_demo_task_pays_nothing_for_writing_its_test(api: httpx.Client) -> None:
+    """Issue 34 item 9, as the demo submits it (fresh runtime, git patch): the rollout's own test_calc.py
+    is replaced by the evaluator's."""
+    from farm.demo import harness_task
+
+    payloads = {
+        name: harness_task(f"demo-{name}-{uuid.uuid4().hex[:6]}", "shell", command, 1)
+        for name, command in {
+            "forged": """echo 'print("ok")' > test_calc.py""",
+            "fixed": FIX,
+        }.items()
+    }
+    results = run_all(api, payloads)
+    assert results["fixed"].state is JobState.done and results["fixed"].reward == 1.0, results["fixed"]
+    assert results["forged"].state is JobState.done and results["forged"].reward == 0.0, results["forged"]
