@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from containers import procs
+from containers import procs, workspace_fs
 from containers.errors import SandboxLimitExceeded
 from containers.handle import SandboxHandle
 
@@ -71,7 +71,7 @@ def raise_if_exceeded(handle: SandboxHandle, cause: BaseException | None = None)
     marker = exceeded(handle)
     if marker is not None:
         raise SandboxLimitExceeded(
-            f"sandbox {handle.id} was ended: its workspace used {marker.get('used_mb')} MB, over its "
+            f"sandbox {handle.id} was ended: its workspace used {marker.get('used_mb')} MB, reaching its "
             f"{marker.get('cap_mb')} MB disk cap (FARM_SANDBOX_DISK_MB or limits.disk_mb)"
         ) from cause
 
@@ -97,10 +97,17 @@ class DiskWatch:
         self._wake.set()
 
     def check(self, handle: SandboxHandle, cap_mb: int) -> bool:
-        """Measures once; ends the sandbox and returns True when it is over its cap."""
-        used = usage_bytes(handle.workspace)
-        if used <= cap_mb << 20:
-            return False
+        """Measures once; ends the sandbox and returns True when it is over its cap (or, on the workspace's
+        own filesystem, which stops writes at the cap itself, when that is full)."""
+        own = workspace_fs.usage(handle.workspace)
+        if own is not None:
+            used, full = own
+            if not full:
+                return False
+        else:
+            used = usage_bytes(handle.workspace)
+            if used <= cap_mb << 20:
+                return False
         marker = Path(handle.sandbox_dir) / MARKER
         with contextlib.suppress(OSError):
             marker.write_text(json.dumps({"limit": "disk", "cap_mb": cap_mb, "used_mb": used >> 20}))

@@ -166,11 +166,27 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
+def detach_beneath(libc: ctypes.CDLL, root: str, keep: str | None = None) -> None:
+    """In a private mount namespace just made: lazily unmounts the mounts under `root` (other sandboxes'
+    workspace filesystems, copied into it) but `keep`, so that this namespace holds none of them busy
+    after their own teardown (their loop device and image would live as long as it does)."""
+    prefix = root.rstrip("/") + "/"
+    with open("/proc/self/mountinfo", "rb") as table:
+        points = [line.split()[4].decode() for line in table]
+    for point in reversed(points):
+        if point.startswith(prefix) and point != keep:
+            libc.umount2(point.encode(), 2)  # MNT_DETACH; a failure leaves it as it was
+
+
 def launcher_preexec(
-    identity: HostIdentity | None, staging: Staging | None, cgroup_procs: list[str]
+    identity: HostIdentity | None,
+    staging: Staging | None,
+    cgroup_procs: list[str],
+    detach: tuple[str, str] | None = None,
 ) -> Callable[[], None] | None:
     """The function the forked launcher runs before exec: join the sandbox's cgroups, stage the bind
-    sources in a private mount namespace, then drop to the sandbox's host uid for good."""
+    sources in a private mount namespace (where `detach`, (sandboxes root, own workspace), drops the
+    other sandboxes' workspace mounts), then drop to the sandbox's host uid for good."""
     if identity is None and not cgroup_procs:
         return None
     libc = _load_libc() if staging is not None and staging.sources else None
@@ -186,6 +202,8 @@ def launcher_preexec(
         if libc is not None and staging is not None:
             _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
             _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+            if detach is not None:
+                detach_beneath(libc, *detach)
             root = staging.root.encode()
             _check(
                 libc.mount(b"tmpfs", root, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=0755,size=64k"), "tmpfs"

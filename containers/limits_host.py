@@ -108,21 +108,6 @@ def create_cgroups(name: str, limits: ResourceLimits) -> list[Path]:
     return made
 
 
-def mount_workspace_quota(workspace: Path, limits: ResourceLimits, uid: int | None, gid: int | None) -> bool:
-    """A size-capped tmpfs on the workspace (as root, when `disk_mb` is set): the sandbox's writes there
-    stop at the cap whatever the file sizes. RAM-backed: pages the sandbox writes also count against its
-    memory cgroup. False when not applied (then only RLIMIT_FSIZE holds, per file)."""
-    if not limits.disk_mb or os.geteuid() != 0:
-        return False
-    from containers.identity import _check, _load_libc
-
-    owner = f",uid={uid},gid={gid}" if uid is not None else ""
-    options = f"size={limits.disk_mb}m,mode=0755{owner}".encode()
-    libc = _load_libc()
-    _check(libc.mount(b"tmpfs", str(workspace).encode(), b"tmpfs", 2 | 4, options), "workspace tmpfs")
-    return True
-
-
 def unmount_workspace(workspace: str) -> None:
     if os.geteuid() != 0 or not os.path.ismount(workspace):
         return
@@ -136,14 +121,20 @@ def log_fallbacks_once() -> None:
     """Says at start-up which host-enforced limits this process cannot apply."""
     if os.geteuid() != 0:
         log.warning(
-            "not root: sandboxes get no cgroups (memory, pids, cpu) and no workspace quota; rlimits only "
-            "(RLIMIT_AS, RLIMIT_NPROC, RLIMIT_CPU, RLIMIT_FSIZE per file); /tmp is size-capped"
+            "not root: sandboxes get no cgroups (memory, pids, cpu), no workspace filesystem (the disk cap "
+            "is the disk watch's, soft: checked every few seconds) and share this user's per-uid kernel "
+            "counters (inotify, processes, message queues); rlimits only (RLIMIT_AS, RLIMIT_NPROC, "
+            "RLIMIT_CPU, RLIMIT_FSIZE per file); /tmp is size-capped"
         )
         return
     missing = [c for c in ("pids", "memory", "cpu") if _parent(c) is None]
     if missing:
         log.warning("cgroup controllers not writable: %s; those limits fall back to rlimits", missing)
-    log.warning(
-        "workspace disk: a hard quota only where a spec sets limits.disk_mb (size-capped tmpfs); otherwise "
-        "the disk watch's soft cap (FARM_SANDBOX_DISK_MB, containers/disk_watch.py) and RLIMIT_FSIZE per file"
-    )
+    from containers import workspace_fs
+
+    if (why := workspace_fs.unavailable()) is not None:
+        log.warning(
+            "workspace disk cap: no per-sandbox filesystem (%s); the disk watch's soft cap only "
+            "(FARM_SANDBOX_DISK_MB, checked every few seconds) and RLIMIT_FSIZE per file",
+            why,
+        )

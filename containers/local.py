@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from containers import disk_watch, egress, procs, removal
+from containers import disk_watch, egress, procs, removal, workspace_fs
 from containers import limits_host as host_limits
 from containers.bwrap import HIDDEN_HOST_DIRS, HIDDEN_HOST_FILES, BwrapLayout, build_argv, find_bwrap
 from containers.errors import RuntimeUnavailable, SandboxError, SandboxStartError
@@ -263,6 +263,18 @@ def staged_bwrap(bwrap: str, staging: Staging | None, identity: HostIdentity | N
     return f"{staging.stage(str(installed))}/{real.relative_to(installed)}"
 
 
+def _await_uid_map(pid: int, deadline: float) -> None:
+    """Unprivileged, bwrap's child writes its own uid map after bwrap has reported its pid: entering its
+    user namespace before that (the egress filter, pasta) fails with EPERM about one time in two."""
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/uid_map").read_text().strip():
+                return
+        except OSError:
+            return  # gone: the start fails on its own
+        time.sleep(0.001)
+
+
 def host_problems() -> list[str]:
     """One line per sandbox capability this process cannot provide, with the cause and the fix (a worker
     logs them at start): networking, and hiding the project's checkout from sandboxes."""
@@ -308,13 +320,18 @@ class LocalRuntime:
         if identity is not None:  # the sandbox's host uid owns what it may write, nothing else
             for path in (workspace, control):
                 os.chown(path, identity.uid, identity.gid)
+        cap_mb = spec.limits.disk_mb or disk_watch.default_cap_mb()
         try:
-            host_limits.mount_workspace_quota(
-                workspace, spec.limits, *((identity.uid, identity.gid) if identity else (None, None))
-            )
-        except OSError:
-            shutil.rmtree(sandbox_dir, ignore_errors=True)
-            raise
+            if cap_mb:
+                workspace_fs.mount(
+                    sandbox_dir,
+                    workspace,
+                    cap_mb,
+                    *(identity.uid, identity.gid) if identity else (None, None),
+                )
+        except OSError as exc:
+            remove_sandbox_dir(sandbox_dir)
+            raise SandboxStartError(str(exc)) from None
         groups = host_limits.create_cgroups(f"sb-{sandbox_id}", spec.limits) if os.geteuid() == 0 else []
         partial = SandboxHandle(
             id=sandbox_id,
@@ -330,7 +347,7 @@ class LocalRuntime:
             gid=identity.gid if identity else None,
             created_at=time.time(),
             expires_at=time.time() + spec.ttl_s if spec.ttl_s else None,
-            disk_cap_mb=spec.limits.disk_mb or disk_watch.default_cap_mb(),
+            disk_cap_mb=cap_mb,
             labels=spec.labels,
         )
         # Recorded from the start (and again once its launcher runs), so a sandbox whose starter is
@@ -374,7 +391,10 @@ class LocalRuntime:
         launcher = staged_bwrap(bwrap, staging, identity)
         argv = build_argv(launcher, layout, command)  # before the launcher: it collects the staged binds
         preexec = launcher_preexec(
-            identity, staging, [os.path.join(g, "cgroup.procs") for g in handle.cgroups]
+            identity,
+            staging,
+            [os.path.join(g, "cgroup.procs") for g in handle.cgroups],
+            detach=(str(self.root), handle.workspace),
         )
         passed = tuple(fd for fd in (ready_w, info_w, block_r) if fd is not None)
         try:
@@ -477,6 +497,8 @@ class LocalRuntime:
                 update={"init_pid": init_pid, "init_start": procs.start_ticks(init_pid)}
             )
             if pasta is not None and block_w is not None:
+                if os.geteuid() != 0:
+                    _await_uid_map(init_pid, deadline)
                 try:
                     egress.restrict(init_pid, user_namespace=os.geteuid() != 0)
                 except egress.EgressFilterError as error:

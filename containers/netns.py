@@ -26,6 +26,7 @@ from containers.identity import (
     HostIdentity,
     _check,
     _load_libc,
+    detach_beneath,
     stage_dir,
 )
 from containers.net_check import TUN_DEVICE, TUN_MAJOR, TUN_MINOR, tun_opens_for
@@ -61,7 +62,9 @@ def pasta_argv(
     return [*argv, str(pid)]
 
 
-def _drop_to(uid: int, gid: int, private_tun: bool = False) -> Callable[[], None]:
+def _drop_to(
+    uid: int, gid: int, private_tun: bool = False, detach_root: str | None = None
+) -> Callable[[], None]:
     """Run in the forked pasta before exec: with `private_tun`, first give it, in a mount namespace of its
     own, a tun device node owned by `uid` over /dev/net/tun (the host's may be 0600, root's only: pasta
     opens it by that path once it has joined the sandbox's network namespace); then drop to `uid` for good.
@@ -74,6 +77,8 @@ def _drop_to(uid: int, gid: int, private_tun: bool = False) -> Callable[[], None
         if libc is not None:
             _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
             _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+            if detach_root is not None:
+                detach_beneath(libc, detach_root)
             _check(libc.mount(b"tmpfs", where, b"tmpfs", _MS_NOSUID, b"mode=0755,size=16k"), "tmpfs")
             node = where + b"/tun"
             os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(TUN_MAJOR, TUN_MINOR))
@@ -107,7 +112,8 @@ def attach_pasta(
             os.chown(private, *runas)
             target = os.path.join(private, "pid")
             argv = pasta_argv(pasta, pid, target, host_ports, netns_fd, userns_fd)
-            preexec = _drop_to(*runas, private_tun=not tun_opens_for(HostIdentity(*runas)))
+            private_tun = not tun_opens_for(HostIdentity(*runas))
+            preexec = _drop_to(*runas, private_tun=private_tun, detach_root=str(pid_file.parent.parent))
         else:
             argv, preexec = pasta_argv(pasta, pid, str(pid_file), host_ports), None
         done = subprocess.run(

@@ -88,3 +88,10 @@ def test_a_dead_starter_does_not_leak_a_die_with_parent_sandbox(tmp_path: Path) 
     init_pid = int(out.stdout.split()[0])
     wait_until(lambda: not Path(f"/proc/{init_pid}").exists(), 5, what=f"the sandbox's init {init_pid} gone")
     assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith(b"sleep\x00301")]
+    # its directory (and workspace filesystem) wait for the orphan sweep; this test has none: tear down
+    from containers.local import read_recorded
+
+    runtime = LocalRuntime(root=tmp_path / "dwp")
+    for directory in (tmp_path / "dwp").iterdir():
+        if not directory.name.startswith("."):
+            runtime.teardown(read_recorded(directory))
