@@ -66,6 +66,13 @@ def _add_info_routes(app: FastAPI, engine: Engine) -> None:
     async def health() -> Response:
         return Response(status_code=200)
 
+    @app.get("/version", response_model=None)
+    async def version() -> dict[str, str] | Response:
+        """vLLM's /version (SGLang has none)."""
+        if engine.config.emulate != "vllm":
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        return {"version": emulation.VLLM_VERSION}
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         card = {
@@ -103,6 +110,8 @@ def _add_tokenizer_routes(app: FastAPI, engine: Engine) -> None:
 def _add_completion_route(app: FastAPI, engine: Engine) -> None:
     @app.post("/v1/completions", response_model=None)
     async def completions(body: CompletionRequest) -> dict[str, Any] | JSONResponse:
+        if unknown := _unknown_model(engine, body.model):
+            return unknown
         if body.stream:
             return _refusal(engine, ValueError("stream is not supported on /v1/completions"))
         try:
@@ -148,6 +157,8 @@ async def _complete(engine: Engine, body: CompletionRequest) -> tuple[list[dict[
 def _add_chat_route(app: FastAPI, engine: Engine) -> None:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(body: ChatCompletionRequest) -> Any:
+        if unknown := _unknown_model(engine, body.model):
+            return unknown
         emulate = engine.config.emulate
         try:
             if emulate == "sglang" and body.stream:
@@ -165,6 +176,15 @@ def _add_chat_route(app: FastAPI, engine: Engine) -> None:
             return StreamingResponse(stream, media_type="text/event-stream")
         samples = [await engine.generate(prompt_ids, _sampling(body, max_tokens, j)) for j in range(body.n)]
         return chat_formats.chat_response(engine, body, prompt_ids, samples, parse_tools)
+
+
+def _unknown_model(engine: Engine, model: str | None) -> JSONResponse | None:
+    """vLLM answers a model it does not serve with 404 (SGLang ignores the field)."""
+    if engine.config.emulate != "vllm" or model is None or model == engine.model_name:
+        return None
+    message = f"The model `{model}` does not exist. Valid aliases: {engine.model_name}."
+    error = {"message": message, "type": "NotFoundError", "param": "model", "code": 404}
+    return JSONResponse({"error": error}, status_code=404)
 
 
 def _add_generate_route(app: FastAPI, engine: Engine) -> None:

@@ -86,6 +86,8 @@ def _vllm_choice(
 ) -> dict[str, Any]:
     tokenizer = engine.tokenizer
     message, finish = formats.assistant_message(tokenizer, sample, tools)
+    if engine.config.emulate == "vllm" and not message["tool_calls"]:
+        del message["tool_calls"]  # vLLM 0.32 leaves the key out of an answer without tool calls
     choice: dict[str, Any] = {
         "index": index,
         "message": message,

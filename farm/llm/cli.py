@@ -47,6 +47,8 @@ def llm() -> None:
 @click.option("--served-model-name", default=None)
 @click.option("--emulate", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
               help="Validate requests and shape errors and OpenAI replies as this server does.")  # fmt: skip
+@click.option("--over-window", type=click.Choice(["refuse", "clamp"]), default="refuse", show_default=True,
+              help="vLLM: refuse prompt + max_tokens over the window, or clamp as 0.32 does.")  # fmt: skip
 @click.option("--finish-faults", "finish_faults", default="", callback=lambda _c, _p, v: _faults(v),
               help="Finish reasons forced by chance, e.g. abort=0.1,repetition=0.05.")  # fmt: skip
 @click.option("--log-level", default="warning", show_default=True)

@@ -37,6 +37,11 @@ class ServerConfig(BaseModel):
     emulate: Emulated = "vllm"
     """Which real server to behave like: its request validation (context window, unknown keys), its
     error bodies and its reply shapes on the OpenAI routes. /generate is SGLang's in both modes."""
+    over_window: Literal["refuse", "clamp"] = "refuse"
+    """vLLM only: a request whose prompt plus max_tokens exceed the window. `refuse` answers 400 as vLLM
+    releases before the 0.2x series did, and is the default so the farm's overflow handling stays exercised;
+    `clamp` answers as vLLM 0.32 does (measured, vllm/entrypoints/serve/utils/api_utils.py get_max_tokens):
+    max_tokens becomes what is left of the window, and only a prompt that fills the window is refused."""
     finish_faults: dict[FinishFault, float] = Field(default_factory=dict)
     """Chance per request that generation ends with this finish reason instead of its own: `abort`
     (the engine dropped the request; part of the output is lost) or `repetition` (vLLM's repetition

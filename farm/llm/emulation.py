@@ -20,6 +20,10 @@ from typing import Any
 
 from farm.llm.config import Emulated
 
+VLLM_VERSION = "0.32.0"
+"""The vLLM release whose answers the emulation was last compared with (tests/real_server, the conformance
+fixture tests/model_side/vllm_conformance.json)."""
+
 
 class ContextWindowExceeded(ValueError):
     """Prompt plus max_tokens do not fit; the message is the emulated server's own."""
@@ -29,13 +33,32 @@ class ContextWindowExceeded(ValueError):
         self.param = param
 
 
-def resolve_max_tokens(emulate: Emulated, limit: int, prompt_len: int, max_tokens: int | None) -> int:
-    """The output budget the emulated server would grant, or ContextWindowExceeded as it refuses."""
+def resolve_max_tokens(
+    emulate: Emulated, limit: int, prompt_len: int, max_tokens: int | None, *, clamp: bool = False
+) -> int:
+    """The output budget the emulated server would grant, or ContextWindowExceeded as it refuses. `clamp`:
+    vLLM 0.32's rule (ServerConfig.over_window)."""
     if prompt_len == 0:
         raise ValueError("the prompt is empty")
     if emulate == "sglang":
         return _sglang_budget(limit, prompt_len, max_tokens)
+    if clamp:
+        return _vllm_clamped_budget(limit, prompt_len, max_tokens)
     return _vllm_budget(limit, prompt_len, max_tokens)
+
+
+def _vllm_clamped_budget(limit: int, prompt_len: int, max_tokens: int | None) -> int:
+    """vLLM 0.32 (vllm/renderers/params.py `_token_len_check`, entrypoints/serve/utils/api_utils.py
+    `get_max_tokens`): a prompt longer than the window is refused; max_tokens is cut to what is left."""
+    if prompt_len >= limit:
+        raise ContextWindowExceeded(
+            f"This model's maximum context length is {limit} tokens. However, your prompt contains "
+            f"{prompt_len} input tokens, which exceeds this limit even without any output tokens. Please "
+            "reduce the length of the input prompt.",
+            param="input_tokens",
+        )
+    left = limit - prompt_len
+    return left if max_tokens is None else min(max_tokens, left)
 
 
 def _vllm_budget(limit: int, prompt_len: int, max_tokens: int | None) -> int:

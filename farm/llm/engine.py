@@ -69,7 +69,9 @@ class Engine:
     def resolve_max_tokens(self, prompt_len: int, max_tokens: int | None) -> int:
         """The budget for one call; raises ContextWindowExceeded as the emulated server would."""
         window = self.config.max_model_len
-        return emulation.resolve_max_tokens(self.config.emulate, window, prompt_len, max_tokens)
+        return emulation.resolve_max_tokens(
+            self.config.emulate, window, prompt_len, max_tokens, clamp=self.config.over_window == "clamp"
+        )
 
     def latency_factor(self, seed: int | None) -> float:
         """How much slower than nominal this request runs (the long tail); 1.0 when sigma is 0."""

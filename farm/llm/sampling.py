@@ -43,7 +43,8 @@ class Sample:
 
 class StopChecker:
     """Feeds sampled tokens one by one and says when generation ends, as vLLM does: the end-of-turn token
-    and any matched stop string stay in `token_ids`; only the text is trimmed at a stop string."""
+    and any matched stop string stay in `token_ids`; the text leaves out a stop token and is trimmed at a
+    stop string."""
 
     def __init__(self, tokenizer: ChatTokenizer, sampling: SamplingRequest) -> None:
         self.tokenizer = tokenizer
@@ -77,8 +78,13 @@ class StopChecker:
         return False
 
     def _finish(self, reason: str, stop_reason: int | None) -> bool:
-        self.sample.finish_reason, self.sample.stop_reason = reason, stop_reason
-        self.sample.text = self.tokenizer.decode(self.sample.token_ids)
+        """A stop on a token (eos, a generation-config end id, a stop token id) keeps the token in
+        `token_ids` but leaves its text out, as vLLM's detokenizer does (vllm/v1/engine/detokenizer.py
+        `update(..., stop_terminated)`), unless `include_stop_str_in_output`."""
+        sample = self.sample
+        sample.finish_reason, sample.stop_reason = reason, stop_reason
+        keep = reason != "stop" or self.sampling.include_stop_str_in_output
+        sample.text = self.tokenizer.decode(sample.token_ids if keep else sample.token_ids[:-1])
         return True
 
     def finish_unterminated(self) -> Sample:

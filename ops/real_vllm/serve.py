@@ -124,10 +124,15 @@ class RealVllm:
         self.stop()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=600.0, help="stop by itself after this long")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)  # a plain `kill` stops vLLM too, never orphans it
     with RealVllm.start() as server:
         print(json.dumps({"root": server.root, "address": server.address, "model": server.model}), flush=True)
         with contextlib.suppress(KeyboardInterrupt):
