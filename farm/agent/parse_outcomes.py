@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from farm import keys
 from farm.chat.tool_calls import ParsedAssistant
 from farm.chat.tool_parsers import FORMATS, parse_with
 
@@ -29,8 +30,8 @@ class ParseOutcome(StrEnum):
     malformed = "malformed"
 
 
-STATS_PREFIX = "tool_call_parse:"
-"""farm:stats field prefix: `tool_call_parse:{family}|{parser}|{outcome}` -> assistant turns."""
+STATS_PREFIX = keys.TOOL_CALL_PARSE
+"""The stats field of a (family, parser, outcome): `{STATS_PREFIX}{family}|{parser}|{outcome}`."""
 
 
 @dataclass(frozen=True)
