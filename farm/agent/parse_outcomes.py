@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from farm import keys
 from farm.chat.tool_calls import ParsedAssistant
-from farm.chat.tool_parsers import FORMATS
+from farm.chat.tool_parsers import FORMATS, parse_with
 
 
 class ParseOutcome(StrEnum):
@@ -29,8 +30,8 @@ class ParseOutcome(StrEnum):
     malformed = "malformed"
 
 
-STATS_PREFIX = "tool_call_parse:"
-"""farm:stats field prefix: `tool_call_parse:{family}|{parser}|{outcome}` -> assistant turns."""
+STATS_PREFIX = keys.TOOL_CALL_PARSE
+"""The stats field of a (family, parser, outcome): `{STATS_PREFIX}{family}|{parser}|{outcome}`."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,30 @@ def classify(
     else:
         outcome = ParseOutcome.no_call
     return TurnParse(turn, parser, outcome, found, would, list(parsed.errors))
+
+
+BACKEND_PARSER = "backend"
+"""The parser label of a gateway call: the backend's own (its server's `--tool-call-parser`) read the
+reply, not the farm."""
+
+
+def classify_reply(
+    turn: int, message: Mapping[str, Any], tools: list[dict[str, Any]] | None = None
+) -> TurnParse:
+    """The outcome of one model call answered through the gateway, from the reply the backend parsed
+    (OpenAI chat `message`): `unparsed` when a known parser reads a call from the text the backend left
+    as content (its parser never ran, or is not the model's: agentcore-rl-toolkit#97); the backend's
+    malformed calls are not visible here."""
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    found = len(message.get("tool_calls") or [])
+    would = [
+        name
+        for name, fmt in FORMATS.items()
+        if fmt.signature.search(text) and parse_with(name, text, "", tools).tool_calls
+    ]
+    outcome = ParseOutcome.calls if found else ParseOutcome.no_call
+    return TurnParse(turn, BACKEND_PARSER, ParseOutcome.unparsed if would else outcome, found, would)
 
 
 def stats_key(family: str, parser: str, outcome: ParseOutcome | str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from farm.agent.parse_outcomes import classify_reply
 from farm.builders.records import CompletionRecord, turn_versions
 from farm.models import Trace
 
@@ -36,6 +37,7 @@ def build_per_request(
                     "completion_ids": [record.completion_id],
                     "backend": record.backend,
                     "logprobs_available": logprobs_ok,
+                    "turn_parses": [classify_reply(1, record.response_message, record.tools).record()],
                     **turn_versions([record]),
                 },
             )

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
+from farm.agent.parse_outcomes import classify_reply
 from farm.builders.records import CompletionRecord, turn_versions
 from farm.models import Trace
 
@@ -235,6 +236,10 @@ class _TraceBuilder:
                 "reserialized": self.reserialized,
                 "reserialized_unchecked": self.rendered_unchecked,
                 "logprobs_available": self.logprobs_available,
+                "turn_parses": [
+                    classify_reply(i, r.response_message, r.tools).record()
+                    for i, r in enumerate(self.records, start=1)
+                ],
                 **turn_versions(self.records),
             },
         )

@@ -14,7 +14,7 @@ from farm.agent.loop import (
     episode_trace,
     run_agent,
 )
-from farm.agent.parse_outcomes import ParseOutcome, ParseTally, classify, counts
+from farm.agent.parse_outcomes import ParseOutcome, ParseTally, classify, classify_reply, counts
 from farm.agent.tools import FunctionTool
 from farm.agent.versions import TurnVersions
 from farm.api.parse_metrics import parse_outcome_families
@@ -154,3 +154,22 @@ def test_classify_only_counts_a_foreign_parser_that_reads_more_calls() -> None:
     assert turn.outcome is ParseOutcome.calls and turn.would_parse == []
     plain = classify(1, "hermes", "42", read("hermes", "42"), lambda o: read(o, "42"))
     assert plain.outcome is ParseOutcome.no_call
+
+
+def test_a_gateway_reply_with_a_call_left_in_its_text_is_unparsed() -> None:
+    left = classify_reply(1, {"role": "assistant", "content": LLAMA_CALL})
+    assert (left.parser, left.outcome, left.would_parse) == (
+        "backend",
+        ParseOutcome.unparsed,
+        ["llama3_json"],
+    )
+    read = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": "f"}}],
+    }
+    assert classify_reply(1, read).outcome is ParseOutcome.calls
+    assert (
+        classify_reply(2, {"role": "assistant", "content": "The answer is 42."}).outcome
+        is ParseOutcome.no_call
+    )
