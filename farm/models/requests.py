@@ -48,6 +48,13 @@ class ProcessRequest(BaseModel):
     timeout_s: float | None = Field(None, gt=0)
     """Budget for time inside stages; time spent queued does not count."""
     wait: bool = True
+
+    @field_validator("metadata")
+    @classmethod
+    def _min_policy_version(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+        check_min_policy_version(metadata)
+        return metadata
+
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Copied onto the result and every trace (e.g. policy_version, group_id). `tool_call_parser`
     names the tool-call parser for this job (as in AddLLMServerRequest), over the backend's.
@@ -61,7 +68,6 @@ class ProcessRequest(BaseModel):
             if not isinstance(parser, str):
                 raise ValueError("metadata.tool_call_parser must be a parser name")
             metadata = {**metadata, "tool_call_parser": resolve_parser(parser)}
-        check_min_policy_version(metadata)
         return metadata
 
     callback_url: str | None = Field(None, pattern=r"^https?://")

@@ -95,12 +95,6 @@ class TaskRequest(BaseModel):
             raise ValueError("; ".join(_problem(e) for e in exc.errors())) from None
         return value
 
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
-        check_min_policy_version(value)
-        return value
-
     @model_validator(mode="after")
     def _has_work(self) -> TaskRequest:
         if self.instruction is None and self.instance is None:
@@ -113,6 +107,12 @@ class TaskRequest(BaseModel):
         samples = info.data.get("num_samples")
         if value is not None and isinstance(samples, int) and value > samples:
             raise ValueError(f"min_usable ({value}) is more than num_samples ({samples})")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _min_policy_version(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_min_policy_version(value)
         return value
 
     @property
