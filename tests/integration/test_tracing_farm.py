@@ -14,6 +14,11 @@ from farm.launcher import LocalFarm
 from farm.models.results import JobState
 from tests.farms import stage_workers, temp_farm
 from tests.integration.jobs import submit, wait_state
+
+pytest.importorskip(
+    "opentelemetry.proto", reason="the otel extra is not installed (pip install -e '.[otel]')"
+)
+
 from tests.otlp_receiver import Receiver, otlp_receiver
 from tests.waiting import wait_until
 

@@ -10,6 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed (pip install -e '.[otel]')")
+pytest.importorskip(
+    "opentelemetry.proto", reason="opentelemetry-proto (with the otel extra) is not installed"
+)
+
 from tests.otlp_receiver import otlp_receiver
 from tests.waiting import wait_until
 
