@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from farm import tracing
 from farm.agent.policy import PolicyClient
 from farm.agent.versions import max_lag, min_version
 from farm.celery_app import run_queue_here
@@ -154,7 +155,9 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
         except Exception as exc:  # unknown handler after a deploy, instance no longer valid, ...
             attempt.finish(terminal_result(record, JobState.failed, StageError.of(stage, exc)))
             return
-        _run_stage(attempt, handler, ctx)
+        span = {"farm.job_id": job_id, "farm.handler": record.spec.handler, "farm.node": owner}
+        with tracing.stage_span(record.spec.traceparent, stage, span):
+            _run_stage(attempt, handler, ctx)
     finally:
         monitor.leave(job_id)
 

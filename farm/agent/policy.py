@@ -86,7 +86,9 @@ class PolicyClient:
                 time.sleep(wait)
                 continue
             self.versions.check(backend.policy_version)
-            client = BackendClient(backend.address, backend.kind, self.http)
+            client = BackendClient(
+                backend.address, backend.kind, self.http, policy_version=backend.policy_version
+            )
             attempts.begin()
             self.pool.call_started(backend.address)
             try:

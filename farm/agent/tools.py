@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from farm import tracing
+
 
 class ToolError(Exception):
     """A recoverable tool failure; its message goes back to the policy as the observation."""
@@ -27,6 +29,9 @@ class FunctionTool:
 
     def __call__(self, arguments: dict[str, Any]) -> str:
         missing = [p for p in self.parameters.get("required", []) if p not in arguments]
-        if missing:
-            raise ToolError(f"missing required argument(s) for {self.name}: {', '.join(missing)}")
-        return self.call(arguments)
+        with tracing.call_span("tool.call", {"farm.tool.name": self.name}) as record:
+            if missing:
+                raise ToolError(f"missing required argument(s) for {self.name}: {', '.join(missing)}")
+            observation = self.call(arguments)
+            record(**{"farm.tool.observation_chars": len(observation)})
+            return observation

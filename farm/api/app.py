@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from farm import __version__
-from farm.api import docs, management, metrics, publish, rollout
+from farm.api import docs, management, metrics, publish, rollout, training_metrics
 from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
 from farm.api.groups import settle_forever
@@ -98,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(publish.router)
     app.include_router(rollout.router)
     app.include_router(metrics.router)
+    app.include_router(training_metrics.router)
     app.include_router(gateway_router)  # carries its own /gateway prefix
     for router in (ui.public, ui.pages, ui.data):
         app.include_router(router)

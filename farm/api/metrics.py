@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from farm import keys
 from farm.api.parse_metrics import parse_outcome_families
 from farm.api.state import FarmState, farm_state
+from farm.api.training_metrics import offpolicy_reports, training_families
 from farm.models.backends import BackendInfo
 from farm.models.results import STAGES, TERMINAL_STATES
 from farm.web.responses import errors
@@ -131,12 +132,15 @@ _WARM_METRICS: list[tuple[type[Family], str, str, str]] = [
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(farm: FarmState = Depends(farm_state)) -> Response:
+async def metrics(request: Request, farm: FarmState = Depends(farm_state)) -> Response:
     stats = await farm.store.stats()
+    gateway = getattr(request.app.state, "gateway", None)
     depths = await farm.store.queue_depths(["init", "run", "eval"])
     workers = await live_workers_async(farm.redis)
     ready = await farm.store.ready_by_node({w["node"] for w in workers})
     families = [
+        # training-side gauges (farm/api/training_metrics.py); the parse outcomes' unparsed rate is its own
+        *training_families(stats, await offpolicy_reports(farm.redis), getattr(gateway, "writer", None)),
         *_job_families(stats, await farm.store.counts_by_state()),
         _family(GaugeMetricFamily, "farm_queue_depth", "Messages waiting per stage queue", "queue",
                 depths.items()),

@@ -10,6 +10,7 @@ import anyio
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from farm import tracing
 from farm.handler.registry import UnknownHandler, get_handler
 from farm.jobs.dispatch import broker_priority, stage_task_ids
 from farm.jobs.messages import StageMessages
@@ -63,4 +64,12 @@ class Submitter:
             await anyio.to_thread.run_sync(self.messages.open)  # once per process, off the event loop
         ids = stage_task_ids(spec.job_id)
         init = self.messages.build(spec.job_id, "init", ids["init"], "init", broker_priority(spec.priority))
-        return await self.store.create(spec, ids, init)
+        rollout = tracing.start_rollout(
+            spec.job_id, {"farm.handler": spec.handler, "farm.task_id": spec.task_id}
+        )
+        if rollout is not None:
+            _, spec.traceparent, spec.metadata[tracing.TRACE_ID] = rollout
+        created = await self.store.create(spec, ids, init)
+        if created:
+            tracing.end_rollout(rollout)  # a job id that existed keeps its own trace; this span is dropped
+        return created

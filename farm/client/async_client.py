@@ -15,6 +15,7 @@ from farm.client.errors import FarmTimeout
 from farm.client.polling import Backoff, PollPolicy, deadline_after, expired
 from farm.models import BackendInfo, CancelRequest, JobResult, SamplingParams, SubmitResponse, TaskRequest
 from farm.models import TaskStatus as TaskStatusModel
+from farm.models.offpolicy import OffPolicyReport
 from farm.models.publish import PublishRequest, PublishResult
 
 T = TypeVar("T")
@@ -221,6 +222,10 @@ class AsyncFarmClient:
 
     async def get_task(self, task_id: str) -> TaskStatusModel:
         return await self._do(calls.get_task(task_id))
+
+    async def report_offpolicy(self, report: OffPolicyReport) -> None:
+        """One batch's off-policy lag, for the farm's gauges (the DAPO consumer sends it per batch)."""
+        await self._do(calls.report_offpolicy(report))
 
     async def rollout_status(self) -> Any:
         return await self._do(calls.rollout_status())

@@ -24,6 +24,7 @@ from farm.models import (
     TaskRequest,
     TaskStatus,
 )
+from farm.models.offpolicy import OffPolicyReport
 from farm.models.publish import PublishRequest, PublishResult
 
 T = TypeVar("T")
@@ -211,6 +212,10 @@ def submit_task(task: TaskRequest | Mapping[str, Any]) -> Call[SubmitResponse]:
 
 def get_task(task_id: str) -> Call[TaskStatus]:
     return Call("GET", f"/rollout/task/{task_id}", _model(TaskStatus))
+
+
+def report_offpolicy(report: OffPolicyReport) -> Call[None]:
+    return Call("POST", "/metrics/offpolicy", lambda _: None, json=report.model_dump(mode="json"))
 
 
 def rollout_status() -> Call[Any]:

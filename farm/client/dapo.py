@@ -28,6 +28,7 @@ with DapoConsumer("http://127.0.0.1:8000", loader, DapoConfig(n=8, concurrency=6
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -42,8 +43,10 @@ from farm.client.groups import Counters, FailurePolicy, Group, GroupBook, JobSpe
 from farm.client.polling import PollPolicy, deadline_after
 from farm.client.staleness import StalenessReport, StaleSamples
 from farm.models import JobResult, SamplingParams, StageError
+from farm.models.offpolicy import OffPolicyReport
 from farm.retry import reconnecting
 
+log = logging.getLogger(__name__)
 CANCEL_RETRY_S = 0.2
 RECONNECTS = 5
 """Times a job's blocking request is re-sent after the connection to the API failed."""
@@ -92,6 +95,8 @@ class DapoConfig(BaseModel):
     out of its group (discard), or keep its reward in the group's baseline without shipping its tokens
     (withhold). Counted in the batch's staleness report either way."""
 
+    report_offpolicy: bool = True
+    """Send each batch's off-policy lag to the farm's gauges (POST /metrics/offpolicy; best effort)."""
     run_id: str = Field(default_factory=lambda: f"dapo-{uuid.uuid4().hex[:10]}", pattern=RUN_ID_PATTERN)
     """Prefix of every group and job id (unique per consumer, so runs never collide on the farm)."""
     extra_metadata: dict[str, Any] = Field(default_factory=dict)
@@ -231,7 +236,25 @@ class AsyncDapoConsumer:
         groups = self.book.take(k)
         if not self.config.carry_over:
             await self._cancel(self.book.abandon())
-        return Batch(groups=groups, stats=self._stats(groups, self.book.counters - before, started))
+        batch = Batch(groups=groups, stats=self._stats(groups, self.book.counters - before, started))
+        if self.config.report_offpolicy and batch.stats.staleness is not None:
+            await self._report(batch.stats.staleness)
+        return batch
+
+    async def _report(self, report: StalenessReport) -> None:
+        lag = OffPolicyReport(
+            run_id=self.config.run_id,
+            policy_version=report.policy_version,
+            in_flight=report.in_flight,
+            in_queue=report.in_queue,
+            withheld=report.withheld,
+            discarded=report.discarded,
+            dropped_groups=report.dropped_groups,
+        )
+        try:
+            await self.client.report_offpolicy(lag)
+        except FarmError as exc:  # gauges are best effort; the batch is what matters
+            log.warning("off-policy lag of %s not reported: %s", self.config.run_id, exc)
 
     async def swap_checkpoint(
         self, policy_version: int, backends: Sequence[str], *, kind: str = "vllm"

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from farm.agent.versions import parse_version
 from farm.client.groups import Group, SampleTimes
 from farm.models import JobResult
+from farm.models.offpolicy import LagStats
 
 
 class StaleSamples(StrEnum):
@@ -39,16 +40,6 @@ class StaleSamples(StrEnum):
     withhold = "withhold"
     """Samples past the bound are not shipped (Group.withheld_results) but their rewards still count in
     the group's baseline and zero-variance check."""
-
-
-class LagStats(BaseModel):
-    """One part of the off-policy lag over a batch's samples (those whose versions / times are known)."""
-
-    samples: int = 0
-    versions_max: int | None = None
-    versions_mean: float | None = None
-    seconds_max: float | None = None
-    seconds_mean: float | None = None
 
 
 def lag_stats(versions: list[int], seconds: list[float]) -> LagStats:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 import redis
@@ -24,6 +25,22 @@ from farm.settings import Settings, get_settings
 
 
 @dataclass
+class RecordWriterStats:
+    """This process's completion-record writer (GatewayRuntime.keep), for /metrics: records stored, records
+    that could not be stored (the call answered an error instead), and the time calls waited on the
+    store (back-pressure: a busy connection pool or a slow Redis)."""
+
+    written: int = 0
+    dropped: int = 0
+    wait_s_sum: float = 0.0
+    wait_s_max: float = 0.0
+
+    def waited(self, seconds: float) -> None:
+        self.wait_s_sum += seconds
+        self.wait_s_max = max(self.wait_s_max, seconds)
+
+
+@dataclass
 class GatewayRuntime:
     redis: aioredis.Redis
     store: SessionStore
@@ -31,25 +48,32 @@ class GatewayRuntime:
     http: httpx.AsyncClient
     forwarder: Forwarder
     owns_redis: bool = True
+    writer: RecordWriterStats = field(default_factory=RecordWriterStats)
 
     async def keep(self, record: CompletionRecord) -> None:
         """Store `record` in its session's log; part of answering the call, so no reply goes out unrecorded.
         A busy pool makes it wait (blocking pools), a broken connection retries (the client's retry policy,
         the append being idempotent); a record that cannot be stored becomes the call's error."""
+        started = time.monotonic()
         try:
             await self.store.append_completion(record)
+            self.writer.written += 1
         except SessionNotFound:
+            self.writer.dropped += 1
             raise GatewayError(
                 ErrorKind.not_found,
                 f"session {record.session_id!r} expired before its completion was recorded",
             ) from None
         except redis.RedisError as exc:
+            self.writer.dropped += 1
             logger.warning(
                 "completion %s of session %s not recorded: %r", record.completion_id, record.session_id, exc
             )
             raise GatewayError(
                 ErrorKind.unavailable, f"the completion could not be recorded ({type(exc).__name__}); retry"
             ) from exc
+        finally:
+            self.writer.waited(time.monotonic() - started)
 
     @classmethod
     def create(

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import httpx
 
+from farm import tracing
 from farm.inference import wire
 from farm.inference.errors import BackendUnavailable, BadBackendResponse, CallDeadlineExceeded, InferenceError
 from farm.inference.generation import Generation
@@ -108,9 +109,11 @@ class _Base:
 
 class BackendClient(_Base):
     def __init__(self, address: str, kind: BackendKind = "vllm", http: httpx.Client | None = None,
-                 model: str | None = None) -> None:  # fmt: skip
+                 model: str | None = None, policy_version: int | None = None) -> None:  # fmt: skip
         self._owns_http = http is None
         self.http = http if http is not None else httpx.Client(timeout=DEFAULT_TIMEOUT)
+        self.policy_version = policy_version
+        """The version the pool registered for this backend (for the call's trace span)."""
         super().__init__(address, kind, model, self.http.timeout)
 
     def generate(
@@ -123,6 +126,26 @@ class BackendClient(_Base):
     ) -> Generation:
         """`budget_s`: the call ends by then (CallDeadlineExceeded). `check`: raises to abandon the call
         (a cancel, a lost lease); polled every POLL_S while the call is in flight."""
+        attributes = {
+            "farm.llm.backend": self.address,
+            "farm.llm.kind": self.kind,
+            "farm.llm.prompt_tokens": len(prompt_ids),
+            "farm.policy_version": self.policy_version,
+        }
+        with tracing.call_span("llm.generate", attributes) as record:
+            generation = self._generate(prompt_ids, sampling, budget_s, check)
+            record(**{"farm.llm.completion_tokens": len(generation.token_ids),
+                      "farm.llm.finish_reason": generation.finish_reason,
+                      "farm.llm.weight_version": generation.weight_version})  # fmt: skip
+            return generation
+
+    def _generate(
+        self,
+        prompt_ids: list[int],
+        sampling: Mapping[str, Any],
+        budget_s: float | None,
+        check: Callable[[], None] | None,
+    ) -> Generation:
         call = self.describe(prompt_ids, sampling, budget_s)
         if budget_s is None and check is None:
             try:

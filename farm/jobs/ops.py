@@ -23,6 +23,7 @@ from farm.jobs.record import JobPeek, JobRecord
 from farm.jobs.spec import JobSpec
 from farm.jobs.tally import derived_stats, state_counts, sum_stats, transitions
 from farm.keys import JobField, JobKeys, Layout
+from farm.models.failures import infrastructure_failure
 from farm.models.results import JobResult, JobState
 from farm.models.termination import stamp as stamp_termination
 from farm.redis_ops import Batch, Command, On, Op, Script
@@ -238,6 +239,9 @@ class JobOps:
         args = _finalize_args(result, self.ttl_s, only_from, token)
         ended, ready = yield Script(scripts.FINALIZE, finalize_keys, args)
         yield from self._left_ready(result.job_id, ready)
+        if ended and (failure := infrastructure_failure(result)) is not None:
+            field = f"{keys.INFRA_FAILURES}{failure}"  # for /metrics: the infrastructure-failure rate
+            yield Command(lambda r: r.hincrby(k.stats, field, 1))
         return bool(ended)
 
     def revoke(self, job_id: str) -> Op[None]:

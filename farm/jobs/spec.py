@@ -27,6 +27,9 @@ class JobSpec(BaseModel):
     submitted_at: float = 0.0
     priority: int = 0
     """0 (normal) to 9 (most urgent), for the order in which init takes waiting jobs."""
+    traceparent: str | None = None
+    """The W3C trace context of the job's root span when tracing is on (farm/tracing.py): every stage's
+    span, in whichever worker, joins that trace."""
 
 
 def session_id(task_id: str, index: int) -> str:

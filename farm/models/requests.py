@@ -48,6 +48,13 @@ class ProcessRequest(BaseModel):
     timeout_s: float | None = Field(None, gt=0)
     """Budget for time inside stages; time spent queued does not count."""
     wait: bool = True
+
+    @field_validator("metadata")
+    @classmethod
+    def _min_policy_version(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+        check_min_policy_version(metadata)
+        return metadata
+
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Copied onto the result and every trace (e.g. policy_version, group_id). `tool_call_parser`
     names the tool-call parser for this job (as in AddLLMServerRequest), over the backend's.
@@ -57,7 +64,6 @@ class ProcessRequest(BaseModel):
     @classmethod
     def _known_parser(cls, metadata: dict[str, Any]) -> dict[str, Any]:
         metadata = parser_metadata(metadata)
-        check_min_policy_version(metadata)
         return metadata
 
     callback_url: str | None = Field(None, pattern=r"^https?://")

@@ -97,12 +97,9 @@ class TaskRequest(BaseModel):
 
     @field_validator("metadata")
     @classmethod
-    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
-        """A task pins (or requires) its sessions' tool-call parser as a job does (requests.py), and may
-        require a minimum policy version."""
-        value = parser_metadata(value)
-        check_min_policy_version(value)
-        return value
+    def _parsers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """A task pins (or requires) its sessions' tool-call parser as a job does (requests.py)."""
+        return parser_metadata(value)
 
     @model_validator(mode="after")
     def _has_work(self) -> TaskRequest:
@@ -116,6 +113,12 @@ class TaskRequest(BaseModel):
         samples = info.data.get("num_samples")
         if value is not None and isinstance(samples, int) and value > samples:
             raise ValueError(f"min_usable ({value}) is more than num_samples ({samples})")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _min_policy_version(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_min_policy_version(value)
         return value
 
     @property

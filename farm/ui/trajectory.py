@@ -107,6 +107,8 @@ class JobView(BaseModel):
     reward: float | None
     timeline: list[tuple[str, float]]
     queued_s: float
+    trace_id: str | None = None
+    """The job's OpenTelemetry trace (farm/tracing.py) when tracing was on."""
     in_stage_s: float
     error: dict[str, Any] | None
     artifacts: dict[str, str]
@@ -182,6 +184,9 @@ def job_view(result: JobResult) -> JobView:
         reward=result.reward,
         timeline=timeline,
         queued_s=t.queued,
+        trace_id=result.metadata.get("trace_id")
+        if isinstance(result.metadata.get("trace_id"), str)
+        else None,
         in_stage_s=t.in_stages,
         error=result.error.model_dump() if result.error else None,
         artifacts={k: _artifact_text(v) for k, v in result.artifacts.items()},

@@ -82,3 +82,17 @@ def test_message_text_and_folded_parts_are_escaped_once() -> None:
     assert "<script>alert" not in html and "&amp;lt;" not in html
     assert html.count(escaped) == 1 + LONG_LINES + 5
     assert "folded: show them" in html
+
+
+def test_the_job_page_shows_the_trace_id_when_the_job_was_traced() -> None:
+    from farm.models.results import JobResult, JobState
+    from farm.ui.routes import templates
+    from farm.ui.trajectory import job_view
+
+    traced = JobResult(job_id="j", state=JobState.done, handler="math", metadata={"trace_id": "ab" * 16})
+    html = templates.env.get_template("job.html.j2").render(job=job_view(traced), active="job")
+    assert f'<code id="trace-id">{"ab" * 16}</code>' in html
+    plain = JobResult(job_id="j", state=JobState.done, handler="math")
+    assert 'id="trace-id"' not in templates.env.get_template("job.html.j2").render(
+        job=job_view(plain), active="job"
+    )
