@@ -33,17 +33,20 @@ _STOP_WITHIN_S = 3.0
 
 
 def live_others(own: int) -> list[int]:
-    """Pids of the namespace's processes that are alive (zombies aside), but `own` and init (pid 1)."""
+    """Pids of the namespace's processes of this user that are alive (zombies aside), but `own` and init
+    (pid 1): what kill(-1) reaches. Another user's (an image's own service) is not the rollout's."""
     found = []
+    uid = os.getuid()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in (1, own):
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
+            with open(f"/proc/{name}/status", "rb") as handle:
+                status = dict(line.split(b":", 1) for line in handle.read().splitlines() if b":" in line)
+            state, real_uid = status[b"State"].split()[0], int(status[b"Uid"].split()[0])
+        except (OSError, KeyError, IndexError, ValueError):
             continue  # exited meanwhile
-        if state not in (b"Z", b"X"):
+        if real_uid == uid and state not in (b"Z", b"X"):
             found.append(int(name))
     return found
 

@@ -70,6 +70,7 @@ def read_solution(sandbox: Sandbox) -> tuple[str | None, str | None]:
         f'[ "$(stat -c %s "$f")" -le {MAX_SOLUTION_BYTES} ] || exit 4; cat "$f"'
     )
     try:
+        sandbox.quiesce()  # nothing the agent left running may swap the file while it is read (issue 34)
         result = sandbox.exec(script, timeout=20.0)
     except SandboxLimitExceeded:
         raise  # a resource failure of the job, not a missing solution

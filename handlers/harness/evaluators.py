@@ -308,6 +308,11 @@ class PatchEvaluator(HarnessEvaluator):
                 "applied": verdict.applied,
                 "fail_to_pass": verdict.fail_to_pass,
                 "pass_to_pass": verdict.pass_to_pass,
+                **(
+                    {"evaluation_refused": refused}
+                    if (refused := getattr(verdict, "evaluation_refused", None))
+                    else {}
+                ),
             },
         )
 

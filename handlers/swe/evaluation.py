@@ -139,6 +139,15 @@ def _apply_test_patch(sandbox: Sandbox, task: SweTask, *, timeout_s: float) -> N
         )
 
 
+def _test_patch_applies_at_base(sandbox: Sandbox, task: SweTask, *, timeout_s: float) -> bool:
+    """Whether the test patch applies to the index (the base commit's content for the files it touches,
+    which the model's patch never staged): the same step on the state the farm made."""
+    if not task.test_patch.strip():
+        return True
+    check = f"command {GIT} apply --cached --check --whitespace=nowarn -"
+    return sandbox.exec(check, stdin=task.test_patch, timeout=timeout_s).exit_code == 0
+
+
 def evaluate_patch(
     instance: SweTask | BaseModel | dict[str, Any],
     patch: str,
@@ -173,13 +182,27 @@ def evaluate_patch(
         refused = refused_patch_paths(patch, workspace_path_dirs(command_path(sandbox), sandbox.workdir))
         if refused:  # the test run would load them: a patch that passes through them proves nothing
             why = f"the patch changes files the test run loads implicitly: {', '.join(refused)}"
-            return _unscored(task, why, refused_paths=refused, duration_s=time.monotonic() - started)
+            return _unscored(
+                task,
+                why,
+                refused_paths=refused,
+                evaluation_refused=why,
+                duration_s=time.monotonic() - started,
+            )
         prepare_repository(sandbox, task, timeout_s=left())
         applied = sandbox.exec(_APPLY, stdin=patch, timeout=left())
         log = applied.stdout + applied.stderr
         if applied.exit_code != 0:
             return _unscored(task, log, duration_s=time.monotonic() - started)
-        _apply_test_patch(sandbox, task, timeout_s=left())
+        try:
+            _apply_test_patch(sandbox, task, timeout_s=left())
+        except BadTestPatch as exc:
+            if not _test_patch_applies_at_base(sandbox, task, timeout_s=left()):
+                raise  # the instance is broken, whatever the patch did
+            why = f"the patch leaves the tree so that the instance's test patch cannot apply: {exc}"
+            return _unscored(
+                task, why, applied=True, evaluation_refused=why[:2000], duration_s=time.monotonic() - started
+            )
         env = {**evaluation_env(sandbox, rollout_sandbox=False), "COLUMNS": "200"}
         run = sandbox.exec(pytest_command(task, sandbox.workdir), timeout=left(), env=env)
         left()

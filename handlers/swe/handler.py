@@ -128,6 +128,7 @@ class SweHandler(AgentHandler):
                 "eval_s": round(verdict.duration_s, 3),
                 "patch_error": run.metadata.get("patch_error"),
                 **({"refused_paths": verdict.refused_paths} if verdict.refused_paths else {}),
+                **({"evaluation_refused": verdict.evaluation_refused} if verdict.evaluation_refused else {}),
             },
         )
 

@@ -21,5 +21,8 @@ class PatchVerdict(BaseModel):
     timed_out: bool = False
     refused_paths: list[str] = Field(default_factory=list)
     """Implicitly loaded files (conftest.py, sitecustomize.py, ...) the patch changed: not run, reward 0."""
+    evaluation_refused: str | None = None
+    """The patch left the tree in a state the evaluation cannot run on (e.g. a link where the test files
+    go, so the instance's test patch cannot apply though it applies at the base): the patch's doing, 0."""
     evaluator: str = "farm"
     duration_s: float = 0.0

@@ -155,3 +155,15 @@ def test_the_verdict_is_not_the_tested_codes_to_give(rollout: Sandbox) -> None:
     config = OutputTestConfig.model_validate({**task["evaluator"]["config"], "fresh": False})
     reward, test = evaluate(rollout, forging, config)
     assert reward == 0.0 and "add(2, 3) =" in test["output"], test
+
+
+def test_quiesce_stops_undumpable_forking_daemons(rollout: Sandbox) -> None:
+    """An undumpable process hides its /proc entries' owner; it and its children still all go."""
+    daemon = (
+        "setsid nohup python3 -c 'import ctypes, os, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+        "[os.fork() for _ in range(3)]; time.sleep(600)' >/dev/null 2>&1 </dev/null & sleep 0.5"
+    )
+    rollout.exec(daemon)
+    assert "time.sleep" in rollout.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+    rollout.quiesce()
+    assert "time.sleep" not in rollout.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
