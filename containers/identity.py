@@ -11,9 +11,11 @@ never changed.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -39,16 +41,101 @@ class HostIdentity:
     gid: int
 
 
+DEFAULT_UID_RANGE = (1879048192, 65536)
+"""0x70000000 and the 65,535 uids after it: a range no distribution gives users or subordinate ranges."""
+UID_CLAIMS = ("/run/rollout-farm-uids", "/tmp/.rollout-farm-uids")
+"""Where the uids of live sandboxes are claimed, one file per uid, for every farm process on the host."""
+
+
+def uid_range(environ: dict[str, str] | os._Environ[str] = os.environ) -> tuple[int, int] | None:
+    """(first uid, how many) sandboxes take their own uid from, or None when FARM_SANDBOX_UID fixes one uid
+    for all (the behaviour before: per-uid kernel counters shared). FARM_SANDBOX_UID_RANGE=first:count."""
+    if environ.get("FARM_SANDBOX_UID"):
+        return None
+    raw = environ.get("FARM_SANDBOX_UID_RANGE", "").strip()
+    if not raw:
+        return DEFAULT_UID_RANGE
+    first, _, count = raw.partition(":")
+    return int(first), int(count or 1)
+
+
 def host_identity(environ: dict[str, str] | os._Environ[str] = os.environ) -> HostIdentity | None:
-    """The unprivileged uid/gid to launch sandboxes as, or None when this process is not root (it is then
-    unprivileged itself) or FARM_SANDBOX_UID=0 asks to keep root (not recommended)."""
+    """The unprivileged uid/gid sandboxes run as, or None when this process is not root (it is then
+    unprivileged itself) or FARM_SANDBOX_UID=0 asks to keep root (not recommended). With a uid range (the
+    default) this is its first uid, standing for any of them where only permissions matter (each is an
+    "other" user with a group of its own): each sandbox gets its own uid from `claim_identity`."""
     if os.geteuid() != 0:
         return None
-    uid = int(environ.get("FARM_SANDBOX_UID", DEFAULT_SANDBOX_UID))
+    fixed = environ.get("FARM_SANDBOX_UID")
+    uid = int(fixed) if fixed else (uid_range(environ) or DEFAULT_UID_RANGE)[0]
     if uid == 0:
         return None
-    gid = int(environ.get("FARM_SANDBOX_GID", uid))
+    gid = int(environ.get("FARM_SANDBOX_GID", uid)) if fixed else uid
     return HostIdentity(uid, gid)
+
+
+def _claims_dir() -> str:
+    for candidate in UID_CLAIMS:
+        with contextlib.suppress(OSError):
+            os.makedirs(candidate, mode=0o700, exist_ok=True)
+            info = os.lstat(candidate)
+            if info.st_uid == 0 and stat.S_ISDIR(info.st_mode) and info.st_mode & 0o077 == 0:
+                return candidate
+    raise OSError(f"no usable directory for sandbox uid claims among {UID_CLAIMS}")
+
+
+def _stale(claim: str) -> bool:
+    """A claim whose sandbox directory is gone (its process killed before releasing it)."""
+    try:
+        with open(claim) as handle:
+            owner = handle.read()
+    except OSError:
+        return False
+    return bool(owner) and not os.path.lexists(owner)
+
+
+def claim_identity(
+    sandbox_dir: str, environ: dict[str, str] | os._Environ[str] = os.environ
+) -> HostIdentity | None:
+    """The host identity of a new sandbox: as root with a uid range, the lowest uid no live sandbox on this
+    host holds (so per-uid kernel counters, inotify instances and watches, processes, message queues, are
+    the sandbox's own); else `host_identity()`. Released by `release_identity` at teardown."""
+    identity = host_identity(environ)
+    span = uid_range(environ)
+    if identity is None or span is None:
+        return identity
+    directory = _claims_dir()
+    first, count = span
+    for uid in range(first, first + count):
+        claim = f"{directory}/{uid}"
+        for _ in range(2):
+            try:
+                fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                if _stale(claim):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(claim)
+                    continue
+                break
+            try:
+                os.write(fd, sandbox_dir.encode())
+            finally:
+                os.close(fd)
+            return HostIdentity(uid, uid)
+    raise OSError(f"every sandbox uid of {first}..{first + count - 1} is taken (FARM_SANDBOX_UID_RANGE)")
+
+
+def release_identity(uid: int | None, sandbox_dir: str) -> None:
+    """Gives back a uid `claim_identity` gave the sandbox in `sandbox_dir` (nothing for a fixed uid)."""
+    if uid is None or os.geteuid() != 0 or uid_range() is None:
+        return
+    for directory in UID_CLAIMS:
+        claim = f"{directory}/{uid}"
+        with contextlib.suppress(OSError):
+            with open(claim) as handle:
+                if handle.read() != sandbox_dir:
+                    continue
+            os.unlink(claim)
 
 
 def stage_dir() -> str:

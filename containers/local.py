@@ -31,9 +31,10 @@ from containers.identity import (
     INNER_UID,
     HostIdentity,
     Staging,
-    host_identity,
+    claim_identity,
     idmap_userns,
     launcher_preexec,
+    release_identity,
     stage_dir,
 )
 from containers.launch import (
@@ -316,7 +317,11 @@ class LocalRuntime:
         sandbox_dir.mkdir(parents=True, mode=0o700)
         workspace.mkdir()
         control.mkdir()
-        identity = host_identity()
+        try:
+            identity = claim_identity(str(sandbox_dir))
+        except OSError as exc:
+            remove_sandbox_dir(sandbox_dir)
+            raise SandboxStartError(str(exc)) from None
         if identity is not None:  # the sandbox's host uid owns what it may write, nothing else
             for path in (workspace, control):
                 os.chown(path, identity.uid, identity.gid)
@@ -331,6 +336,7 @@ class LocalRuntime:
                 )
         except OSError as exc:
             remove_sandbox_dir(sandbox_dir)
+            release_identity(identity.uid if identity else None, str(sandbox_dir))
             raise SandboxStartError(str(exc)) from None
         groups = host_limits.create_cgroups(f"sb-{sandbox_id}", spec.limits) if os.geteuid() == 0 else []
         partial = SandboxHandle(
@@ -380,8 +386,8 @@ class LocalRuntime:
         block_r, block_w = os.pipe() if spec.network else (None, None)
         layout = self._layout(spec, handle, control, identity, staging)
         layout.info_fd, layout.block_fd = info_w, block_r
-        # A pids cgroup bounds the sandbox's processes; RLIMIT_NPROC would count every sandbox of the
-        # shared host uid together, so it is only the fallback.
+        # A pids cgroup bounds the sandbox's processes; RLIMIT_NPROC (per uid: every sandbox of a fixed
+        # FARM_SANDBOX_UID, or of an unprivileged farm, counted together) is only the fallback.
         limits = spec.limits
         if any(Path(g, "pids.max").exists() for g in handle.cgroups):
             limits = limits.model_copy(update={"max_processes": None})
@@ -611,6 +617,7 @@ class LocalRuntime:
             procs.remove_cgroup(group)
         host_limits.unmount_workspace(handle.workspace)
         remove_sandbox_dir(Path(handle.sandbox_dir))
+        release_identity(handle.uid, handle.sandbox_dir)
         _reap_children()
 
 
