@@ -12,8 +12,9 @@ optimizer steps per batch, the advantage the reward itself (`--baseline zero`: o
 pushed up; `--baseline group` is Dr. GRPO's group mean, which on this task pushed the shared, already
 confident tokens of failed episodes down and left the reward flat or falling: see `grpo_loss`).
 
-After every step the trainer publishes its weights in place (SGLang's /update_weights_from_disk on the
-reference LLM, the pool re-registered with the new policy_version): rollouts kept in flight across the
+After every step the trainer publishes its weights in place (POST /publish_weights: the farm drives the
+reference LLM's SGLang routes, pause in place / update_weights_from_disk / continue, confirms the version and
+labels the pool with the new policy_version): rollouts kept in flight across the
 publish continue (partial rollouts, each turn recording its version), and batches are assembled under a
 staleness bound (`--max-offpolicyness`). Per step it prints mean reward, tool calls per episode, the
 batch's staleness, and the max / mean |Δ| between the trainer's recomputed logprobs (each turn under the
@@ -302,7 +303,7 @@ def compact_loop(
             if time.monotonic() - warm.started > args.max_seconds:
                 console.print(f"stopping: {args.max_seconds:.0f} s budget spent")
                 break
-    return {"publish_s": publisher.seconds}
+    return {"publish_s": publisher.seconds, **_publish_counts(publisher)}
 
 
 def trl_loop(
@@ -367,6 +368,7 @@ def trl_loop(
         )
     return {
         "publish_s": publisher.seconds,
+        **_publish_counts(publisher),
         "trl": {
             "sampled_tokens": [b.sampled_tokens for b in rollouts.batches],
             "masked_tokens": [b.masked_tokens for b in rollouts.batches],
@@ -386,9 +388,21 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     summary.update(extra, trainer=args.trainer)
     console.print(_table(rows))
     console.print(
+        f"publishes {summary['publishes']} confirmed, {summary['publish_in_flight']} calls in flight across "
+        f"them, {summary['publish_aborted']} aborted"
+    )
+    console.print(
         f"reward {summary['start']:.2f} -> {summary['end']:.2f} in {len(rows)} steps, {elapsed:.0f} s"
     )
     return summary
+
+
+def _publish_counts(publisher: Publisher) -> dict[str, int]:
+    return {
+        "publishes": publisher.publishes,
+        "publish_in_flight": publisher.in_flight,
+        "publish_aborted": publisher.aborted,
+    }
 
 
 def _line(row: dict[str, Any]) -> str:

@@ -10,9 +10,11 @@ What a trainer has to do with the farm's output, and what this loop does:
   call, sampled by `turn_policy_versions[k]`. The farm's logprobs are then the behaviour policy's, the
   right denominator of a decoupled PPO ratio; the mismatch check compares each turn with the weights that
   produced it, which this loop keeps for a few versions.
-- Publishing weights: save a checkpoint, `POST /update_weights_from_disk` on each server (SGLang's route,
-  as the reference LLM answers it) with `weight_version`, then re-add the server to the farm's pool with
-  the same `policy_version`: nothing is cleared, no rollout is aborted.
+- Publishing weights: save a checkpoint, then one `POST /publish_weights` on the farm
+  (`FarmClient.publish_weights`): the farm updates every backend through its own server's routes (SGLang's
+  pause / update_weights_from_disk / continue, vLLM's pause / reload_weights / resume), confirms the version
+  from each server, and only then labels the pool with the `policy_version`: nothing is cleared, no rollout
+  is aborted (the answer counts the requests in flight and any abort).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 import torch
 from transformers import LlamaForCausalLM
 
@@ -205,26 +206,39 @@ def warm_start(
 
 @dataclass
 class Publisher:
-    """Publishes the trainer's weights to inference servers and tells the farm the new version."""
+    """Publishes the trainer's weights through the farm (POST /publish_weights): every backend of the pool is
+    updated in its own server's protocol and labelled with the version once its server confirms it."""
 
     farm: FarmClient
     servers: list[str]
-    """Server roots (no /v1): each gets POST /update_weights_from_disk."""
+    """The servers (as registered: `http://host:port/v1`, or an SGLang root), registered with version 0
+    at the first publish when the pool does not hold them yet."""
     directory: Path
     kind: str = "sglang"
     seconds: float = 0.0
+    in_flight: int = 0
+    """Model calls in flight across all publishes (each paused, never aborted)."""
+    aborted: int = 0
+    """Requests the servers aborted across all publishes (vLLM counts them; SGLang does not say)."""
+    publishes: int = 0
 
     def publish(self, model: LlamaForCausalLM, version: int) -> None:
         started = time.monotonic()
         path = self.directory / f"v{version}"
         model.save_pretrained(path)
-        with httpx.Client(timeout=120) as http:
-            for server in self.servers:
-                body = {"model_path": str(path), "weight_version": str(version)}
-                answer = http.post(f"{server}/update_weights_from_disk", json=body)
-                if answer.status_code != 200 or not answer.json().get("success"):
-                    raise RuntimeError(f"{server} refused the weights: {answer.text[:300]}")
-                self.farm.add_llm_server(server, kind=self.kind, policy_version=version)
+        registered = {b.address for b in self.farm.llm_servers()}
+        for server in self.servers:
+            if server.rstrip("/") not in registered:
+                self.farm.add_llm_server(server, kind=self.kind)
+        result = self.farm.publish_weights(version, str(path), addresses=self.servers)
+        unconfirmed = [b for b in result.backends if not b.confirmed]
+        if unconfirmed:
+            raise RuntimeError(
+                f"weights v{version} not confirmed: {[(b.address, b.reason) for b in unconfirmed]}"
+            )
+        self.publishes += 1
+        self.in_flight += result.in_flight
+        self.aborted += result.aborted or 0
         self.seconds += time.monotonic() - started
 
 

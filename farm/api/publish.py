@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import asdict
 
 import httpx
 from fastapi import APIRouter, Depends, HTTPException
@@ -71,7 +72,7 @@ async def _publish_one(
         info = await farm.pool.get(address)
         return info.in_flight if info is not None else 0
 
-    report = await publish_to(
+    outcome = await publish_to(
         address,
         backend.kind,
         body.policy_version,
@@ -81,6 +82,7 @@ async def _publish_one(
         http=http,
         paused=in_flight,
     )
+    report = BackendPublish(**asdict(outcome))
     if report.confirmed:
         await farm.pool.set_policy_version(address, body.policy_version)
         return report

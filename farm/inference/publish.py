@@ -30,11 +30,25 @@ from typing import Any
 import httpx
 
 from farm.inference.wire import BackendKind, sglang_root
-from farm.models.publish import BackendPublish
 
 _ABORT_SAMPLE = re.compile(
     r'^vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\}\s+([0-9.eE+-]+)', re.M
 )
+
+
+@dataclass
+class PublishOutcome:
+    """One backend's publish, as farm.models.publish.BackendPublish reports it (its fields' meanings)."""
+
+    address: str
+    kind: BackendKind
+    confirmed: bool
+    served_version: str | None
+    steps: list[str]
+    in_flight: int
+    aborted: int | None
+    seconds: float
+    reason: str | None
 
 
 class PublishFailed(Exception):
@@ -138,7 +152,7 @@ async def publish_to(
     timeout_s: float = 600.0,
     http: httpx.AsyncClient,
     paused: Callable[[], Awaitable[int]] | None = None,
-) -> BackendPublish:
+) -> PublishOutcome:
     """Publish to one backend; never raises for the server's trouble (the report says it). `paused` runs
     once the server is paused and returns how many of the farm's calls are in flight on it."""
     call = PublishCall(address, kind, version, weights_path, pause, http)
@@ -163,7 +177,7 @@ async def publish_to(
     confirmed = reason is None and served == str(version)
     if reason is None and not confirmed:
         reason = f"the server says it serves weight version {served!r}, not {str(version)!r}"
-    return BackendPublish(
+    return PublishOutcome(
         address=address,
         kind=kind,
         confirmed=confirmed,

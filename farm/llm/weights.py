@@ -98,6 +98,15 @@ def add_weight_routes(app: FastAPI, engine: Engine) -> None:
             "weight_version": engine.weight_version,
         }
 
+    _add_pause_routes(app, paused)
+    _add_vllm_routes(app, engine)
+    engine.gate = paused
+
+
+def _add_pause_routes(app: FastAPI, paused: asyncio.Event) -> None:
+    """vLLM's /pause, /resume, /is_paused and SGLang's /pause_generation, /continue_generation: a pause
+    holds new requests (`paused` cleared); a request in flight finishes on the weights it started with."""
+
     @app.post("/pause")
     async def pause(mode: Literal["abort", "wait", "keep"] = "wait") -> JSONResponse:
         if mode == "abort":
@@ -116,6 +125,19 @@ def add_weight_routes(app: FastAPI, engine: Engine) -> None:
     async def continue_generation() -> dict[str, Any]:
         paused.set()
         return {"success": True, "message": "Generation continued."}
+
+    @app.post("/resume")
+    async def resume() -> dict[str, str]:
+        paused.set()
+        return {"status": "resumed"}
+
+    @app.get("/is_paused")
+    async def is_paused() -> dict[str, bool]:
+        return {"is_paused": not paused.is_set()}
+
+
+def _add_vllm_routes(app: FastAPI, engine: Engine) -> None:
+    """vLLM 0.32's reload and version routes, and its finished-request counter."""
 
     @app.post("/collective_rpc", response_model=None)
     async def collective_rpc(body: dict[str, Any] = Body(...)) -> JSONResponse | Response:
@@ -141,17 +163,6 @@ def add_weight_routes(app: FastAPI, engine: Engine) -> None:
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(engine.metrics_text(), media_type="text/plain; version=0.0.4")
-
-    @app.post("/resume")
-    async def resume() -> dict[str, str]:
-        paused.set()
-        return {"status": "resumed"}
-
-    @app.get("/is_paused")
-    async def is_paused() -> dict[str, bool]:
-        return {"is_paused": not paused.is_set()}
-
-    engine.gate = paused
 
 
 def _answer(success: bool, message: str) -> JSONResponse:

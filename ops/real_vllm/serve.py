@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -33,6 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build
 
 SERVED_NAME = "gemma-3-270m"
+
+
+def _die_with_parent() -> None:
+    """vLLM gets SIGTERM when the process that started it dies, however it dies (a test runner killed by its
+    timeout included), so no server is left behind (Linux's PR_SET_PDEATHSIG, kept across exec)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def free_port() -> int:
@@ -79,7 +90,12 @@ class RealVllm:
         ]  # fmt: skip
         with log.open("ab") as out:
             proc = subprocess.Popen(
-                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         server = cls(proc, f"http://127.0.0.1:{port}", SERVED_NAME, log)
         try:

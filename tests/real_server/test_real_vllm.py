@@ -33,7 +33,8 @@ from tests.real_server.conftest import REAL_VLLM, RealVllm
 from tests.real_server.proxy import RecordingProxy
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(1500)]
+"""The server's start (2-4 min on a loaded 2-core machine) counts against the test's time."""
 
 MATH = [(12, 7), (23, 19), (8, 5), (31, 14), (6, 9), (40, 2)]
 TOOL_QUESTIONS = [
@@ -81,7 +82,7 @@ def test_farm_on_real_vllm(real_vllm: RealVllm, real_paths: dict[str, str], tmp_
         "farm-real-vllm-", workers=[WorkerSpec("init,run,eval", concurrency=12)], llm_policy=None, env=env
     )
     publishes: list[PublishResult] = []
-    with RecordingProxy(real_vllm.root) as proxy, local:  # entering starts the farm
+    with RecordingProxy(real_vllm.root) as proxy, local.start(timeout_s=180):
         address = f"{proxy.root}/v1"
         with FarmClient(local.api_url) as farm:
             farm.add_llm_server(address, kind="vllm", policy_version=0)
