@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -315,7 +315,8 @@ class HFChatTokenizer(ChatTokenizer):
         refuses_results = self._accepts(_CALL_TURN) and not self._accepts([*_CALL_TURN, _RESULT])
         self.tool_role = "user" if refuses_results else "tool"
         self.joins_user_turns = not self._accepts([*_CALL_TURN[:1], _SAID, *_CALL_TURN[:1], _NEXT_USER])
-        self.calls_format = None if self._renders_calls() else self.tool_parser
+        writes = self.tool_parser in _CALL_WRITERS and not self._renders_calls()
+        self.calls_format = self.tool_parser if writes else None
 
     def _template_turn_end(self) -> str | None:
         """The first special token the template writes after an assistant turn's text, if any."""
@@ -493,12 +494,15 @@ def _calls_in_content(message: Message, calls_format: str) -> dict[str, Any]:
         calls.append(
             (str(function["name"]), json.loads(arguments) if isinstance(arguments, str) else arguments)
         )
-    if calls_format == "pythonic":
-        written = format_pythonic(calls)
-    else:
-        written = "\n".join(format_tool_call(name, arguments) for name, arguments in calls) + "\n"
     rest = {k: v for k, v in message.items() if k != "tool_calls"}
-    return {**rest, "content": written + _text(message.get("content"))}
+    return {**rest, "content": _CALL_WRITERS[calls_format](calls) + _text(message.get("content"))}
+
+
+_CALL_WRITERS: dict[str, Callable[[list[tuple[str, dict[str, Any]]]], str]] = {
+    "pythonic": format_pythonic,
+    "hermes": lambda calls: "".join(format_tool_call(name, arguments) + "\n" for name, arguments in calls),
+}
+"""The formats `assistant_text` can write calls in for a template that writes none."""
 
 
 PKG_PREFIX = "pkg:"
