@@ -4,7 +4,8 @@ Each step is synchronous GRPO: K prompts, n samples each, all K x n jobs in flig
 over exactly those K prompts), and the step ends when its K groups are delivered. Every rollout makes one
 generation through the scripted reference LLM with a long-tailed latency (`--latency-sigma`, log-normal,
 mean 1), then ends; one rollout in `--hang-every` (drawn per rollout, seeded) instead hangs in its run
-stage, as a rollout whose agent never returns does. Three ways to end a step, on the same farm and the same seeded hangs:
+stage, as a rollout whose agent never returns does.
+Three ways to end a step, on the same farm and the same seeded hangs:
 - wait for all: a group is complete when all n samples have ended; a hung one ends only at the job budget
   (`--job-timeout-s`, the farm's backstop), scored 0 (FailurePolicy.zero);
 - deadline: `group_deadline_s` — a group is delivered with the samples it has when its deadline passes,
