@@ -131,7 +131,7 @@ def main() -> None:
     finally:
         private_redis.stop()
 
-    base = statistics.median(s for r in runs["wait for all"] for s in r["steps"])
+    base = statistics.mean(s for r in runs["wait for all"] for s in r["steps"])
     table = Table(
         title=f"Step time, K={args.k} groups x n={args.n}, 1 rollout in {args.hang_every} hangs, deadline "
         f"{args.deadline_s:g} s, job budget {args.job_timeout_s:g} s, latency sigma {args.latency_sigma:g}, "
