@@ -19,6 +19,9 @@ async def resolve_targets(farm: FarmState, body: CancelRequest) -> list[str]:
     if body.task_id is not None:
         found = await farm.tasks.sessions(body.task_id)
         targets.extend(found[0] if found else [])
+        if found:  # and the sessions its group re-ran (farm/api/groups.py)
+            reruns = (await farm.tasks.group_record(body.task_id)).reruns
+            targets.extend(entry["session_id"] for entries in reruns.values() for entry in entries)
     if body.group_id is not None or body.older_than_policy_version is not None:
         active = await farm.store.active_ids()
         for job_id, (raw,) in zip(active, await farm.store.fields_of(active, (JobField.SPEC,)), strict=True):

@@ -47,10 +47,10 @@ async def submit_task(body: TaskRequest, farm: FarmState = Depends(farm_state)) 
         ids = [session_id(body.task_id, i) for i in range(body.num_samples)]
         if stored.submitted:
             return SubmitResponse(task_id=body.task_id, session_ids=ids)
+    if body.is_group:  # first: the settler skips it until submitted, and it is settled even after a crash
+        await farm.tasks.open_group(body.task_id, time.time())
     await _create_sessions(farm, body, ids)
     await farm.tasks.mark_submitted(body.task_id)
-    if body.is_group:
-        await farm.tasks.open_group(body.task_id, time.time())
     return SubmitResponse(task_id=body.task_id, session_ids=ids)
 
 

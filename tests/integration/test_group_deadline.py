@@ -201,3 +201,14 @@ def _metric(api: httpx.Client, name: str, *labels: str) -> float:
         if named and all(label in line for label in labels):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"no sample {name} {labels}")
+
+
+def test_cancelling_a_group_task_cancels_its_reruns_too(api: httpx.Client) -> None:
+    task_id = f"grp-cancel-{time.time_ns()}"
+    # sample 1 loses its sandbox at init and is re-run; a cancel of the task reaches the re-run as well
+    instance = {"fail_stage": "init", "fail_as": "sandbox_lost", "only_samples": [1]}
+    _task(api, task_id, instance=instance, agent={"handler": "noop"}, num_samples=2, infra_reruns=1)
+    group = _watch(api, task_id, 30)["group"]
+    assert [r["session_id"] for r in group["reruns"]] == [f"{task_id}~1~r1"]
+    answer = api.post("/cancel", json={"task_id": task_id}).json()
+    assert f"{task_id}~1~r1" in answer["states"], answer

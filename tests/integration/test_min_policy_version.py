@@ -27,7 +27,8 @@ def test_a_job_requiring_a_min_version_skips_older_backends(api: httpx.Client, f
         waiting = submit(api, PROBE, metadata={"min_policy_version": 8}, timeout_s=2)
         failed = wait_state(api, waiting, {"done", "failed", "timeout", "cancelled"}, timeout_s=30)
         assert failed.state is not JobState.done and failed.error is not None
-        assert failed.error.type == "NoBackendAvailable" and "min_policy_version" in failed.error.message, failed
+        assert failed.error.type == "NoBackendAvailable", failed
+        assert "min_policy_version" in failed.error.message
     finally:  # back to an unversioned backend for the other tests (a remove and add is a swap)
         api.post("/remove_llm_server", json={"address": new})
         api.post("/add_llm_server", json={"address": new}).raise_for_status()
