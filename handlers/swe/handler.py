@@ -83,6 +83,7 @@ class SweHandler(AgentHandler):
         # still says what the policy did. The sandbox outlives the job's budget by a margin for this.
         patch, patch_error = "", None
         try:
+            sandbox.quiesce()  # nothing the agent left running changes the tree while git reads it
             patch = workspace_diff(sandbox, state["base_commit"])
         except Exception as exc:
             log.warning("no patch for %s: %s", ctx.job_id, exc)

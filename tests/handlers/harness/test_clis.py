@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.demo import _harness_env, harness_task
+from farm.demo import HARNESS_TEST, _harness_env, harness_task
 from handlers.harness.clis import HARNESS_CLIS, install_prefix
 
 
@@ -30,4 +30,8 @@ def test_demo_grants_the_install_prefix_and_keeps_earlier_grants(monkeypatch: py
 def test_demo_harness_task_is_the_scripted_calc_fix() -> None:
     body = harness_task("t", "codex", "/x/codex", samples=3)
     assert body["agent"] == {"harness": "codex", "command": "/x/codex"} and body["num_samples"] == 3
-    assert body["evaluator"]["config"] == {"command": "python3 test_calc.py", "fresh": True}
+    assert body["evaluator"]["config"] == {
+        "command": "python3 test_calc.py",
+        "fresh": True,
+        "files": {"test_calc.py": HARNESS_TEST},  # the evaluator's own copy (issue 34 item 9)
+    }
