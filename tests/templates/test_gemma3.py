@@ -26,9 +26,8 @@ from farm.agent.conversation import TokenConversation
 from farm.chat.probe import TemplateRefused, check_rendering, family_label
 from farm.chat.tokenizer import SHIPPED_DIR, ChatTokenizer, HFChatTokenizer
 from farm.inference.generation import Generation
-from farm.models.results import Trace
 from tests.templates.gemma3 import GemmaUnavailable, real_gemma3_dir, stand_in_gemma3
-from tests.templates.invariant import runs, turns
+from tests.templates.invariant import as_sampled
 
 TOOLS = [
     {
@@ -119,21 +118,6 @@ plan = st.fixed_dictionaries(
         "cut": st.booleans(),
     }
 )
-
-
-def as_sampled(trace: Trace, tokenizer: ChatTokenizer) -> list[tuple[int, list[dict[str, Any]]]]:
-    """Each generation point (where a sampled run starts in the response) with the conversation before it,
-    every assistant turn written as the text the model sampled: what a server renders for those messages."""
-    messages: list[dict[str, Any]] = list(trace.prompt_messages)
-    sampled = [(start, end) for mask, start, end in runs(trace.loss_mask) if mask == 1]
-    points = []
-    for (start, end), (_, after) in zip(sampled, turns(trace.response_messages), strict=True):
-        points.append((start, list(messages)))
-        text = trace.response_ids[start:end]
-        if text[-1] in tokenizer.turn_end_ids():
-            text = text[:-1]
-        messages += [{"role": "assistant", "content": tokenizer.decode(text)}, *after]
-    return points
 
 
 @settings(
