@@ -170,7 +170,7 @@ def check_rendering(tokenizer: ChatTokenizer, probes: Sequence[Probe] = PROBES) 
             f"tokenizer {tokenizer.name!r} ({family_label(tokenizer)}): the farm cannot render conversations "
             f"as its chat template does: {problem}. Refused rather than run on a context the model's "
             "template would not produce; give the model's own chat template and generation_config.json "
-            "(README: Model families and tool-call parsers)."
+            "(README: Tokenizers and tool-call formats)."
         )
     return check
 

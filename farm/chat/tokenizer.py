@@ -293,8 +293,6 @@ class HFChatTokenizer(ChatTokenizer):
         self.chat_template = chat_template or hf.chat_template
         if self.chat_template is None:
             raise ValueError(f"tokenizer {name!r} has no chat template")
-        if hf.eos_token is None:
-            raise ValueError(f"tokenizer {name!r} has no eos (end-of-turn) token")
         self.hf = hf
         self.name = name
         self.vocab_size = len(hf)
@@ -305,7 +303,10 @@ class HFChatTokenizer(ChatTokenizer):
         self.generation_end_ids = frozenset(int(i) for i in generation_end_ids)
         # The turn end is the token the template closes an assistant turn with (Gemma's <end_of_turn>,
         # where its eos_token is <eos>); a template that closes none (GLM) keeps eos and uses `closers`.
-        self.eot_token = self._template_turn_end() or hf.eos_token
+        eot = self._template_turn_end() or hf.eos_token
+        if eot is None:
+            raise ValueError(f"tokenizer {name!r} has no end-of-turn token (no eos, none in its template)")
+        self.eot_token = eot
         self.eos_token_id = int(cast(Any, hf).convert_tokens_to_ids(self.eot_token))  # stubs: int | list
         self.family = detect_family(self._is_single_token)
         self.tool_parser = guess_parser(self._is_single_token, self.chat_template)

@@ -30,7 +30,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerFast
 
-from farm.chat.tokenizer import SHIPPED_DIR, package_dir
+from farm.chat.tokenizer import SHIPPED_DIR, HFChatTokenizer, package_dir
 
 TEMPLATE = SHIPPED_DIR.parent / "templates" / "google-gemma-3-it.jinja"
 GGUF_NAME = "gemma-3-270m-q4_k_m.gguf"
@@ -58,6 +58,13 @@ def _qwen_with_gemma_tokens() -> PreTrainedTokenizerFast:
     hf.add_special_tokens({"additional_special_tokens": CONTROL})  # type: ignore[dict-item]
     hf.bos_token, hf.eos_token = "<bos>", "<eos>"
     return hf
+
+
+def stand_in_gemma3() -> HFChatTokenizer:
+    """The stand-in in memory (the directory's tokenizer without its save and load)."""
+    hf = _qwen_with_gemma_tokens()
+    ends = [hf.convert_tokens_to_ids("<eos>"), hf.convert_tokens_to_ids("<end_of_turn>")]
+    return HFChatTokenizer(hf, "gemma-3-stand-in", TEMPLATE.read_text(), ends)
 
 
 def stand_in_gemma3_dir(root: Path) -> Path:

@@ -65,3 +65,22 @@ def assert_invariant(trace: Trace, tokenizer: ChatTokenizer) -> None:
                 expected = [] if ids[end - 1] in tokenizer.turn_end_ids() else [tokenizer.eos_token_id]
                 expected += tokenizer.continuation_ids(after, tools)
         assert ids[end:masked_end] == expected, tokenizer.decode(ids[end:masked_end])
+
+
+def as_sampled(trace: Trace, tokenizer: ChatTokenizer) -> list[tuple[int, list[dict[str, Any]]]]:
+    """Each generation point (where a sampled run starts in the response) with the conversation before it,
+    every assistant turn written as the text the model sampled: what a server renders for those messages.
+    The farm's context before each point (prompt_ids + response_ids[:start]) equals the template's rendering
+    of those messages with the generation prompt (a real server's /tokenize of them) where the template
+    renders an earlier turn given as text as that text (Gemma 3's does; Qwen3's drops its reasoning); the
+    recorded messages themselves may render otherwise (Gemma 3's template drops a call's text)."""
+    messages: list[dict[str, Any]] = list(trace.prompt_messages)
+    sampled = [(start, end) for mask, start, end in runs(trace.loss_mask) if mask == 1]
+    points = []
+    for (start, end), (_, after) in zip(sampled, turns(trace.response_messages), strict=True):
+        points.append((start, list(messages)))
+        text = trace.response_ids[start:end]
+        if text[-1] in tokenizer.turn_end_ids():
+            text = text[:-1]
+        messages += [{"role": "assistant", "content": tokenizer.decode(text)}, *after]
+    return points

@@ -19,7 +19,8 @@ from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from tests.integration.jobs import assert_token_faithful
 from tests.templates.gemma3 import GemmaUnavailable, real_gemma3_dir, stand_in_gemma3_dir
-from tests.templates.test_gemma3 import BROKEN, as_sampled
+from tests.templates.invariant import as_sampled
+from tests.templates.test_gemma3 import BROKEN
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 CODE = Path(__file__).resolve().parents[2] / "handlers" / "code" / "problems.jsonl"
