@@ -48,7 +48,10 @@ class TokenConversation:
         self.messages.append(message)
 
     def add_messages(self, new: list[dict[str, Any]]) -> None:
-        """Append tool results / user feedback and the next generation prompt, masked."""
+        """Append tool results / user feedback and the next generation prompt, masked. They are rendered
+        and recorded as the template takes them (ChatTokenizer.template_messages): a template without a
+        tool role (Gemma 3's) gets the results as a user turn."""
+        new = self.tokenizer.template_messages(new)
         # A turn cut by max_tokens is closed as the template would close it (ChatTokenizer.ids_after_turn).
         last = self.response_ids[-1] if self.response_ids else None
         self._append_masked(self.tokenizer.ids_after_turn(last, new, self.tools or None))

@@ -5,7 +5,10 @@ tokenizer's vocabulary, and the parser for that format.
 - `mistral`: `[TOOL_CALLS]` (farm/chat/family_tool_calls.py parse_mistral);
 - `deepseek`: `<|tool_calls_begin|>...`, full-width (farm/chat/family_tool_calls.py parse_deepseek);
 - `llama`, `kimi`, `glm`: Llama 3's header turns, Kimi K2's and GLM-4.5's role tokens, read by the
-  parsers named in `PARSER_OF` (farm/chat/tool_parsers.py).
+  parsers named in `PARSER_OF` (farm/chat/tool_parsers.py);
+- `gemma`: Gemma 3's `<start_of_turn>ROLE ... <end_of_turn>` turns; its published template has no tool
+  role and renders no tool calls, and the calls are the `pythonic` list vLLM reads for Gemma 3
+  (`[name(key=value)]`, prompted by vLLM's examples/tool_chat_template_gemma3_pythonic.jinja).
 
 Every family's answer may open with a `<think>` block (Qwen3, DeepSeek-R1, Magistral), parsed into
 `reasoning` the same way.
@@ -25,10 +28,10 @@ from farm.chat.tool_calls import (
     split_reasoning,
 )
 
-Family = Literal["hermes", "mistral", "deepseek", "llama", "kimi", "glm"]
+Family = Literal["hermes", "mistral", "deepseek", "llama", "kimi", "glm", "gemma"]
 """The prompt layout (farm/chat/prompts.py): ChatML, Mistral's, DeepSeek's, Llama 3's header turns, Kimi's,
-GLM-4.5's role tokens."""
-FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek", "llama", "kimi", "glm")
+GLM-4.5's role tokens, Gemma's turns."""
+FAMILIES: tuple[Family, ...] = ("hermes", "mistral", "deepseek", "llama", "kimi", "glm", "gemma")
 
 CALL_MARKERS: dict[Family, str] = {
     "hermes": TOOL_CALL_OPEN,
@@ -43,6 +46,7 @@ _MARKERS: tuple[tuple[str, Family], ...] = (
     ("<|start_header_id|>", "llama"),
     ("<|im_middle|>", "kimi"),
     ("<|observation|>", "glm"),
+    ("<start_of_turn>", "gemma"),
 )
 """A special token only that family's vocabulary has, checked in order; none of them means hermes."""
 
@@ -65,6 +69,7 @@ PARSER_OF: dict[Family, str] = {
     "llama": "llama3_json",
     "kimi": "kimi_k2",
     "glm": "glm45",
+    "gemma": "pythonic",
 }
 """The tool-call parser a family's vocabulary implies when nothing else says (farm/chat/tool_parsers.py)."""
 

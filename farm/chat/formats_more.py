@@ -320,6 +320,18 @@ def _keywords(call: ast.Call) -> dict[str, Any]:
     return out
 
 
+def format_pythonic(calls: list[tuple[str, dict[str, Any]]]) -> str:
+    """Calls as the `pythonic` parser reads them and vLLM's Gemma 3 tool template writes them:
+    `[name(key=value, ...), ...]`, each value as JSON (`true`, `null` read back as Python's)."""
+    written = [
+        f"{name}("
+        + ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in args.items())
+        + ")"
+        for name, args in calls
+    ]
+    return "[" + ", ".join(written) + "]"
+
+
 _PYTHONIC_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\(")
 
 

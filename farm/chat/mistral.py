@@ -13,6 +13,7 @@ JSON-decodes tool results.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -58,6 +59,18 @@ class MistralCodec:
         self._split = re.compile("(" + "|".join(re.escape(p) for p in pieces) + ")")
         self.hf = MistralHFView(self)
         self._normalizer = get_normalizer(self._inner.version)
+
+    @functools.cached_property
+    def system_prompt_moves(self) -> bool:
+        """The encoder puts the system prompt in the last user turn (versions before v7), not first."""
+        conversation = [
+            {"role": "system", "content": "Sys"},
+            {"role": "user", "content": "One"},
+            {"role": "assistant", "content": "Two"},
+            {"role": "user", "content": "Three"},
+        ]
+        text = self.decode(self.tokens(conversation, None))
+        return text.find("Sys") > text.find("Two")
 
     @classmethod
     def from_name(cls, name: str) -> MistralCodec:

@@ -21,6 +21,10 @@ with `parse_prompt`. Hermes prompts are ChatML (farm/chat/chatml.py). The other 
   `<|user|>`, `<|assistant|>` and closed by nothing but the next one; the tools as JSON lines inside
   `<tools>` in the first system turn; results after `<|observation|>` as
   `\n<tool_response>\nTEXT\n</tool_response>` blocks. The generation prompt is a bare `<|assistant|>`.
+- Gemma 3 (google/gemma-3-*-it's template, farm/chat/assets/templates/google-gemma-3-it.jinja): `<bos>`,
+  then `<start_of_turn>ROLE\nTEXT<end_of_turn>\n` with ROLE `user` or `model`, the system prompt in front
+  of the first user turn's text; no tool list and no tool role: the farm writes results into a user turn as
+  `<tool_response>` blocks (ChatTokenizer.template_messages), read back here as tool messages.
 - Mistral (mistral-common's InstructTokenizerV3, mistral_common/tokens/tokenizers/instruct.py):
   `<s>`, `[AVAILABLE_TOOLS]json[/AVAILABLE_TOOLS]` before the last user turn, `[INST]text[/INST]`,
   the answer then `</s>`, tool results as `[TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]`.
@@ -35,7 +39,13 @@ import json
 import re
 from typing import Any
 
-from farm.chat.chatml import ParsedConversation, parse_chatml, read_tools
+from farm.chat.chatml import (
+    TOOL_RESPONSE_CLOSE,
+    TOOL_RESPONSE_OPEN,
+    ParsedConversation,
+    parse_chatml,
+    read_tools,
+)
 from farm.chat.families import Family, parse_family
 from farm.chat.family_tool_calls import ds_token
 from farm.chat.tool_parsers import parse_with
@@ -65,6 +75,8 @@ def parse_prompt(family: Family, text: str, parser: str | None = None) -> Parsed
         return parse_kimi_prompt(text, parser or "kimi_k2")
     if family == "glm":
         return parse_glm_prompt(text, parser or "glm45")
+    if family == "gemma":
+        return parse_gemma_prompt(text, parser or "pythonic")
     return parse_chatml(text, parser)
 
 
@@ -296,3 +308,39 @@ def parse_glm_prompt(text: str, parser: str) -> ParsedConversation:
         else:
             parsed.messages.append({"role": role, "content": body.removeprefix("\n")})
     return parsed
+
+
+G_START, G_END = "<start_of_turn>", "<end_of_turn>"
+
+
+def parse_gemma_prompt(text: str, parser: str) -> ParsedConversation:
+    parsed = ParsedConversation()
+    for chunk in text.split(G_START)[1:]:
+        role, _, body = chunk.partition("\n")
+        role = "assistant" if role == "model" else role
+        body, closed, _ = _until(body, G_END)
+        if not closed:
+            parsed.open_role, parsed.open_text = role, body
+            break
+        if role == "assistant":
+            parsed.messages.append(_assistant("gemma", body, G_END, parser))
+        elif role == "user":
+            parsed.messages += _gemma_user_turn(body)
+        else:
+            parsed.messages.append({"role": role, "content": body})
+    return parsed
+
+
+def _gemma_user_turn(body: str) -> list[dict[str, Any]]:
+    """A user turn: its leading `<tool_response>` blocks as tool messages, the text after them a user one."""
+    out: list[dict[str, Any]] = []
+    rest = body
+    while rest.startswith(TOOL_RESPONSE_OPEN):
+        inside, found, after = rest[len(TOOL_RESPONSE_OPEN) :].partition(TOOL_RESPONSE_CLOSE)
+        if not found:
+            break
+        out.append({"role": "tool", "content": inside})
+        rest = after.removeprefix("\n")
+    if rest or not out:
+        out.append({"role": "user", "content": rest})
+    return out

@@ -7,18 +7,20 @@ tokens and does no whitespace clean-up, so `decode(encode(text)) == text`.
 from __future__ import annotations
 
 import importlib.util
+import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from farm.chat.chatml import ParsedConversation
+from farm.chat.chatml import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, ParsedConversation
 from farm.chat.families import Family, detect_family
+from farm.chat.formats_more import format_pythonic
 from farm.chat.prompts import parse_prompt
-from farm.chat.tool_calls import ParsedAssistant
+from farm.chat.tool_calls import ParsedAssistant, format_tool_call
 from farm.chat.tool_parsers import EOM_TOKENS, guess_parser, parse_with
 
 if TYPE_CHECKING:
@@ -36,7 +38,18 @@ CONTINUATION_BASE: list[dict[str, Any]] = [
 """The conversation new messages are rendered after (farm/chat/tokenizer.py continuation_ids)."""
 
 _cache: dict[str, ChatTokenizer] = {}
+_refused: dict[str, ValueError] = {}
 _cache_lock = threading.Lock()
+
+_PROBE_WORD = "Zebra"
+"""Assistant text the template's turn end is looked for after (one word any vocabulary keeps whole)."""
+_PROBE_CALL = {
+    "id": "call0001A",
+    "type": "function",
+    "function": {"name": "probe_tool", "arguments": {"word": "zebra"}},
+}
+_REFUSALS = (TemplateError, ValueError)
+"""What a chat template raises when it refuses a conversation (transformers' raise_exception)."""
 
 
 class ChatTokenizer:
@@ -71,6 +84,25 @@ class ChatTokenizer:
     source: str | None = None
     """The FARM_TOKENIZER value it was loaded from (None: the shipped one, or built in code); traces
     record it so a viewer can decode them with the same tokenizer."""
+    tool_role: str = "tool"
+    """The role a tool's result takes in what the farm renders: "tool", or "user" for a template that has
+    no tool role (Gemma 3's published one refuses it, as vLLM does when it renders with it): the results
+    then go as a user turn of `<tool_response>` blocks, Qwen's way of writing results in a user turn
+    (`template_messages`)."""
+    joins_user_turns: bool = False
+    """The template refuses two user turns in a row (Gemma's roles must alternate): consecutive user
+    messages the farm appends (tool results, feedback, hints) go as one user turn, joined by a newline."""
+    calls_format: str | None = None
+    """For a template that renders no tool call of an assistant message (Gemma 3's published one), the
+    parser format `assistant_text` writes the calls in, as the model samples them; None: the template
+    writes them."""
+    system_prompt_moves: bool = False
+    """The encoding moves the system prompt to the last user turn (mistral-common before v7), which no
+    prefix-stable rendering can follow: the farm keeps it in the first prompt (farm/chat/probe.py notes
+    it)."""
+    generation_end_ids: frozenset[int] = frozenset()
+    """The model's own end-of-generation ids (`eos_token_id` of the generation_config.json beside the
+    tokenizer: what vLLM and SGLang stop on), empty when the directory has none."""
     _turn_end_ids: frozenset[int] | None = None
     hf: Any
     """The Hugging Face tokenizer, or for other backends a view with the part of its API callers read
@@ -89,9 +121,19 @@ class ChatTokenizer:
         else:
             key = str(resolve_tokenizer_dir(name_or_path))
         with _cache_lock:
+            if key in _refused:
+                raise _refused[key]
             if key not in _cache:
-                _cache[key] = _load(key, name_or_path)
-                _cache[key].source = name_or_path or None
+                from farm.chat.probe import TemplateRefused, check_rendering
+
+                loaded = _load(key, name_or_path)
+                loaded.source = name_or_path or None
+                try:  # never run a model on a context its template would not render
+                    check_rendering(loaded)
+                except TemplateRefused as exc:
+                    _refused[key] = exc
+                    raise
+                _cache[key] = loaded
             return _cache[key]
 
     def encode(self, text: str) -> list[int]:
@@ -129,9 +171,10 @@ class ChatTokenizer:
         return parse_with(parser or self.tool_parser, text, self.eot_token, tools, self.end_tokens)
 
     def turn_end_ids(self) -> frozenset[int]:
-        """Ids of the tokens that end an assistant turn (what the servers stop on: the model's eos ids)."""
+        """Ids of the tokens that end an assistant turn (what the servers stop on: the model's eos ids,
+        from its generation config where the directory has one, and the template's turn end)."""
         if self._turn_end_ids is None:
-            ids = {self.eos_token_id}
+            ids = {self.eos_token_id, *self.generation_end_ids}
             for text in self.end_tokens:
                 encoded = self.encode(text)
                 if len(encoded) == 1:
@@ -151,8 +194,27 @@ class ChatTokenizer:
     ) -> list[int]:
         return self.encode(self.render(messages, tools, add_generation_prompt))
 
+    def template_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        """`messages` as the farm renders and records them for this template: tool results in a user turn
+        where the template has no tool role, consecutive user messages joined where it refuses them."""
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            item = dict(message)
+            if item.get("role") == "tool" and self.tool_role != "tool":
+                item = {"role": self.tool_role, "content": _tool_response(item.get("content"))}
+            if self.joins_user_turns and out and out[-1].get("role") == "user" == item.get("role"):
+                out[-1] = {
+                    "role": "user",
+                    "content": f"{_text(out[-1].get('content'))}\n{_text(item['content'])}",
+                }
+                continue
+            out.append(item)
+        return out
+
     def assistant_text(self, message: Message) -> str:
         """What the model samples for this assistant message, end-of-turn token included."""
+        if self.calls_format and message.get("tool_calls"):
+            message = _calls_in_content(message, self.calls_format)
         anchor = [{"role": "user", "content": "."}]
         opening = self.render(anchor, add_generation_prompt=True)
         full = self.render([*anchor, {**message, "role": "assistant"}])
@@ -219,8 +281,15 @@ class ChatTokenizer:
 class HFChatTokenizer(ChatTokenizer):
     """A transformers tokenizer and its Jinja chat template."""
 
-    def __init__(self, hf: PreTrainedTokenizerBase, name: str, chat_template: str | None = None) -> None:
-        """`chat_template` replaces the tokenizer's own (the same vocabulary under another template)."""
+    def __init__(
+        self,
+        hf: PreTrainedTokenizerBase,
+        name: str,
+        chat_template: str | None = None,
+        generation_end_ids: Sequence[int] = (),
+    ) -> None:
+        """`chat_template` replaces the tokenizer's own (the same vocabulary under another template);
+        `generation_end_ids` are the model's generation-config eos ids (what the servers stop on)."""
         self.chat_template = chat_template or hf.chat_template
         if self.chat_template is None:
             raise ValueError(f"tokenizer {name!r} has no chat template")
@@ -228,15 +297,54 @@ class HFChatTokenizer(ChatTokenizer):
             raise ValueError(f"tokenizer {name!r} has no eos (end-of-turn) token")
         self.hf = hf
         self.name = name
-        self.eot_token = hf.eos_token
-        self.eos_token_id = int(cast(Any, hf).convert_tokens_to_ids(self.eot_token))  # stubs: int | list
         self.vocab_size = len(hf)
         self._lock = threading.Lock()
+        self._special_ids = frozenset(hf.all_special_ids) | {
+            i for i, token in hf.added_tokens_decoder.items() if token.special
+        }
+        self.generation_end_ids = frozenset(int(i) for i in generation_end_ids)
+        # The turn end is the token the template closes an assistant turn with (Gemma's <end_of_turn>,
+        # where its eos_token is <eos>); a template that closes none (GLM) keeps eos and uses `closers`.
+        self.eot_token = self._template_turn_end() or hf.eos_token
+        self.eos_token_id = int(cast(Any, hf).convert_tokens_to_ids(self.eot_token))  # stubs: int | list
         self.family = detect_family(self._is_single_token)
         self.tool_parser = guess_parser(self._is_single_token, self.chat_template)
         self.closers = self._next_role_closers()
         ends = [t for t in EOM_TOKENS if t != self.eot_token and self._is_single_token(t)]
         self.end_tokens = tuple(dict.fromkeys([*ends, *self.closers.values()]))
+        refuses_results = self._accepts(_CALL_TURN) and not self._accepts([*_CALL_TURN, _RESULT])
+        self.tool_role = "user" if refuses_results else "tool"
+        self.joins_user_turns = not self._accepts([*_CALL_TURN[:1], _SAID, *_CALL_TURN[:1], _NEXT_USER])
+        writes = self.tool_parser in _CALL_WRITERS and not self._renders_calls()
+        self.calls_format = self.tool_parser if writes else None
+
+    def _template_turn_end(self) -> str | None:
+        """The first special token the template writes after an assistant turn's text, if any."""
+        anchor = [{"role": "user", "content": "."}]
+        try:
+            closed = self.render([*anchor, {"role": "assistant", "content": _PROBE_WORD}])
+        except _REFUSALS:
+            return None
+        if _PROBE_WORD not in closed:
+            return None
+        tail = self.encode(closed[closed.rindex(_PROBE_WORD) + len(_PROBE_WORD) :])
+        return next((self.decode([i]) for i in tail if self.is_special(i)), None)
+
+    def _accepts(self, messages: list[dict[str, Any]]) -> bool:
+        try:
+            self.render(messages, add_generation_prompt=True)
+        except _REFUSALS:
+            return False
+        return True
+
+    def _renders_calls(self) -> bool:
+        """Whether the template writes an assistant message's tool calls (Gemma 3's published one drops
+        them: the model's call is then only in what it sampled)."""
+        try:
+            text = self.render(_CALL_TURN)
+        except _REFUSALS:
+            return True  # a template that refuses a call turn outright: nothing to write for it
+        return str(_PROBE_CALL["function"]["name"]) in text  # type: ignore[index]
 
     def _next_role_closers(self) -> dict[str, str]:
         """`closers`, read from the template: when a closed assistant turn renders no `eot_token`, the
@@ -271,7 +379,9 @@ class HFChatTokenizer(ChatTokenizer):
             )
 
     def is_special(self, token_id: int) -> bool:
-        return token_id in self.hf.all_special_ids
+        """A special token: one the tokenizer names special, or an added token marked special (Gemma's
+        <start_of_turn> and <end_of_turn> are only the latter)."""
+        return token_id in self._special_ids
 
     def render(
         self,
@@ -306,6 +416,7 @@ class MistralChatTokenizer(ChatTokenizer):
         self.hf = codec.hf
         self.family = detect_family(lambda text: text in codec.special_tokens)
         self.tool_parser = guess_parser(lambda text: text in codec.special_tokens)
+        self.system_prompt_moves = codec.system_prompt_moves
 
     def encode(self, text: str) -> list[int]:
         return self.codec.encode(text)
@@ -339,7 +450,59 @@ def _load(key: str, name_or_path: str | None) -> ChatTokenizer:
 
         return MistralChatTokenizer(MistralCodec.from_name(key[len(MISTRAL_PREFIX) :]))
     name = name_or_path if name_or_path and name_or_path.startswith(PKG_PREFIX) else Path(key).name
-    return HFChatTokenizer(_load_hf(key), name)
+    return HFChatTokenizer(_load_hf(key), name, generation_end_ids=generation_end_ids(Path(key)))
+
+
+def generation_end_ids(directory: Path) -> list[int]:
+    """The `eos_token_id` (one id or a list) of the model's generation_config.json in `directory`, the
+    ids vLLM and SGLang stop generation on; [] when there is none."""
+    path = directory / "generation_config.json"
+    if not path.is_file():
+        return []
+    value = json.loads(path.read_text()).get("eos_token_id")
+    values = value if isinstance(value, list) else [value]
+    return [int(v) for v in values if isinstance(v, int)]
+
+
+_CALL_TURN: list[dict[str, Any]] = [
+    {"role": "user", "content": "Look zebra up."},
+    {"role": "assistant", "content": "", "tool_calls": [_PROBE_CALL]},
+]
+_RESULT = {"role": "tool", "tool_call_id": "call0001A", "name": "probe_tool", "content": "An animal."}
+_SAID = {"role": "assistant", "content": "Done."}
+_NEXT_USER = {"role": "user", "content": "Thanks."}
+
+
+def _text(content: Any) -> str:
+    """Message content as text (a string, or a list of text parts joined)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def _tool_response(content: Any) -> str:
+    return f"{TOOL_RESPONSE_OPEN}{_text(content)}{TOOL_RESPONSE_CLOSE}"
+
+
+def _calls_in_content(message: Message, calls_format: str) -> dict[str, Any]:
+    """The message with its tool calls written into its text in `calls_format` (where the template
+    writes none), in front of its text as vLLM's Gemma 3 tool template writes them; no tool_calls."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", call)
+        arguments = function.get("arguments") or {}
+        calls.append(
+            (str(function["name"]), json.loads(arguments) if isinstance(arguments, str) else arguments)
+        )
+    rest = {k: v for k, v in message.items() if k != "tool_calls"}
+    return {**rest, "content": _CALL_WRITERS[calls_format](calls) + _text(message.get("content"))}
+
+
+_CALL_WRITERS: dict[str, Callable[[list[tuple[str, dict[str, Any]]]], str]] = {
+    "pythonic": format_pythonic,
+    "hermes": lambda calls: "".join(format_tool_call(name, arguments) + "\n" for name, arguments in calls),
+}
+"""The formats `assistant_text` can write calls in for a template that writes none."""
 
 
 PKG_PREFIX = "pkg:"

@@ -146,8 +146,11 @@ _VOCABULARY_MARKERS: tuple[tuple[str, str], ...] = (
     ("<arg_key>", "glm45"),
     (more.PYTHON_START, "pythonic"),
     (more.PYTHON_TAG, "llama3_json"),
+    ("<start_of_turn>", "pythonic"),
 )
-"""A special token only that family's vocabulary has, checked in order."""
+"""A special token only that family's vocabulary has, checked in order. Gemma 3 (`<start_of_turn>`) has
+no tool-call token: vLLM reads its calls with `pythonic` (examples/tool_chat_template_gemma3_pythonic.jinja
+prompts for them)."""
 
 
 def guess_parser(is_single_token: Callable[[str], bool], template: str | None = None) -> str:
