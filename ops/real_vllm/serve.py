@@ -8,7 +8,7 @@ CPU-friendly settings: a small window (`--max-model-len`, FARM_REAL_VLLM_MAX_LEN
 KV cache (`VLLM_CPU_KVCACHE_SPACE`), no core binding (the machine is shared), eager mode (no compile step).
 `VLLM_SERVER_DEV_MODE=1` opens vLLM's RLHF/dev routes (/pause, /resume, /collective_rpc, /weight_info,
 /update_weight_version, ...) that the farm's publish speaks (farm/inference/publish.py). The tool-call
-parser is `hermes` (FARM_REAL_VLLM_TOOL_PARSER): Gemma 3's template has no tool format of its own. The
+parser is `pythonic` (FARM_REAL_VLLM_TOOL_PARSER), vLLM's for Gemma 3 and the farm's for the family. The
 server runs at nice 5, in its own process group, and is stopped with it (SIGTERM, then SIGKILL).
 Standard library only.
 """
@@ -86,7 +86,7 @@ class RealVllm:
             "--max-model-len", os.environ.get("FARM_REAL_VLLM_MAX_LEN", "1024"),
             "--dtype", "bfloat16", "--enforce-eager", "--max-num-seqs", "8",
             "--enable-auto-tool-choice",
-            "--tool-call-parser", os.environ.get("FARM_REAL_VLLM_TOOL_PARSER", "hermes"),
+            "--tool-call-parser", os.environ.get("FARM_REAL_VLLM_TOOL_PARSER", "pythonic"),
         ]  # fmt: skip
         with log.open("ab") as out:
             proc = subprocess.Popen(
