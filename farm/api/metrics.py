@@ -139,7 +139,8 @@ async def metrics(request: Request, farm: FarmState = Depends(farm_state)) -> Re
     workers = await live_workers_async(farm.redis)
     ready = await farm.store.ready_by_node({w["node"] for w in workers})
     families = [
-        # training-side gauges (farm/api/training_metrics.py); the parse outcomes' unparsed rate is its own
+        # training-side gauges (farm/api/training_metrics.py): infra failures, off-policy lag, stale samples,
+        # the gateway's record writer; the tool-call unparsed rate comes with the parse-outcome families
         *training_families(stats, await offpolicy_reports(farm.redis), getattr(gateway, "writer", None)),
         *_job_families(stats, await farm.store.counts_by_state()),
         _family(GaugeMetricFamily, "farm_queue_depth", "Messages waiting per stage queue", "queue",

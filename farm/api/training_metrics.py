@@ -5,7 +5,6 @@ in queue), the stale samples they withheld or discarded, and this API process's 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from farm import keys
 from farm.api.state import FarmState, farm_state
+from farm.jobs.offpolicy_records import AsyncOffPolicyStore
 from farm.models.offpolicy import OffPolicyReport
 from farm.web.responses import errors
 from farm.web.security import require_token
@@ -32,26 +32,17 @@ router = APIRouter(dependencies=[Depends(require_token)], responses=errors(401))
 async def report_offpolicy(body: OffPolicyReport, farm: FarmState = Depends(farm_state)) -> None:
     """A consumer's off-policy lag at one batch's assembly (the DAPO consumer sends one per batch)."""
     entry = {**body.model_dump(mode="json"), "at": time.time()}
-    async with farm.redis.pipeline(transaction=False) as pipe:
-        pipe.hset(keys.OFFPOLICY, body.run_id, json.dumps(entry))
-        for action in STALE_ACTIONS:
-            if count := getattr(body, action):
-                pipe.hincrby(keys.STATS, f"{keys.STALE_SAMPLES}{action}", count)
-        await pipe.execute()
+    counts = {action: int(getattr(body, action)) for action in STALE_ACTIONS}
+    await AsyncOffPolicyStore(farm.redis).report(body.run_id, entry, counts)
 
 
 async def offpolicy_reports(client: aioredis.Redis) -> list[dict[str, Any]]:
     """The last report of each run heard from within REPORT_TTL_S (older ones are forgotten)."""
-    raw = await client.hgetall(keys.OFFPOLICY)
-    now = time.time()
-    fresh: list[tuple[Any, dict[str, Any]]] = []
-    stale: list[tuple[Any, dict[str, Any]]] = []
-    for run, value in raw.items():
-        entry = json.loads(value)
-        (fresh if now - float(entry.get("at", 0)) < REPORT_TTL_S else stale).append((run, entry))
-    if stale:
-        await client.hdel(keys.OFFPOLICY, *(run for run, _ in stale))
-    return [entry for _, entry in sorted(fresh, key=lambda pair: str(pair[0]))]
+    store = AsyncOffPolicyStore(client)
+    now, reports = time.time(), await store.reports()
+    stale = [run for run, entry in reports.items() if now - float(entry.get("at", 0)) >= REPORT_TTL_S]
+    await store.forget(stale)
+    return [entry for run, entry in sorted(reports.items()) if run not in stale]
 
 
 def training_families(
@@ -73,7 +64,8 @@ def training_families(
         labels=["action"],
     )
     for action in STALE_ACTIONS:
-        stale.add_metric([action], stats.get(f"{keys.STALE_SAMPLES}{action}", 0.0))
+        counted = keys.STALE_SAMPLES + action  # a field of the stats read above (a dict, not Redis)
+        stale.add_metric([action], stats.get(counted, 0.0))
     return [infra, stale, *_lag_families(reports), *_writer_families(writer)]
 
 
@@ -94,10 +86,10 @@ def _lag_families(reports: list[dict[str, Any]]) -> list[Family]:
         for phase in ("in_flight", "in_queue"):
             lag = report.get(phase) or {}
             for stat in ("max", "mean"):
-                if (value := lag.get(f"versions_{stat}")) is not None:
-                    versions.add_metric([report["run_id"], phase, stat], float(value))
-                if (value := lag.get(f"seconds_{stat}")) is not None:
-                    seconds.add_metric([report["run_id"], phase, stat], float(value))
+                for family, unit in ((versions, "versions"), (seconds, "seconds")):
+                    value = lag.get(f"{unit}_{stat}")
+                    if value is not None:
+                        family.add_metric([report["run_id"], phase, stat], float(value))
     return [versions, seconds]
 
 

@@ -223,7 +223,7 @@ class AsyncDapoConsumer:
             done, _ = await asyncio.wait(
                 self._running.values(), timeout=wait, return_when=asyncio.FIRST_COMPLETED
             )
-            await self._cancel(self.book.expire())
+            await self._cancel(self.book.deliver_expired())
             if not done and deadline is not None and time.monotonic() >= deadline:
                 c, last = self.book.counters - before, self.book.last_error
                 seen = f"{last.stage}/{last.type}: {last.message[:200]}" if last else "none"

@@ -414,7 +414,7 @@ class GroupBook:
             return None
         return min(g.opened_at for g in self._open.values()) + self.deadline_s
 
-    def expire(self) -> list[str]:
+    def deliver_expired(self) -> list[str]:
         """Deliver every open group whose deadline passed with the samples it has (a group with none is
         dropped); returns the jobs to cancel."""
         if self.deadline_s is None:

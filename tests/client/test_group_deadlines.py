@@ -32,9 +32,9 @@ def test_a_hanging_sample_is_cancelled_at_the_deadline_and_the_group_delivered()
         assert book.record(done(spec, reward)) == []
     assert book.next_deadline() == 5.0
     clock.now = 4.9
-    assert book.expire() == [] and book.ready_count == 0
+    assert book.deliver_expired() == [] and book.ready_count == 0
     clock.now = 5.0
-    assert book.expire() == [specs[3].job_id]
+    assert book.deliver_expired() == [specs[3].job_id]
     [group] = book.take(1)
     assert group.delivered_reason == "deadline" and group.slots == [0, 1, 2]
     assert group.stragglers == [specs[3].job_id] and group.rewards == [1.0, 0.0, 1.0]
@@ -88,5 +88,5 @@ def test_a_deadline_with_no_result_drops_the_group() -> None:
     book.open_group({}, 0)
     specs = book.next_submissions(2)
     clock.now = 2.0
-    assert sorted(book.expire()) == sorted(s.job_id for s in specs)
+    assert sorted(book.deliver_expired()) == sorted(s.job_id for s in specs)
     assert book.counters.dropped_deadline == 1 and book.ready_count == 0

@@ -16,6 +16,7 @@ OWNERS = {
     "farm/jobs/ops.py": "the job store's operations",
     "farm/jobs/callbacks.py": "callback deliveries' operations",
     "farm/jobs/task_records.py": "the task API's records",
+    "farm/jobs/offpolicy_records.py": "the off-policy lag trainers report, and their stale-sample counts",
     "farm/jobs/index.py": "the viewer's reads of the job index and rows",
     "farm/pool.py": "the backend pool's operations",
     "farm/workers.py": "the worker registry",
