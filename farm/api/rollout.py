@@ -13,10 +13,12 @@ from farm.api.management import ensure_accepting
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import validate_instance
 from farm.api.url_allow import check_url
+from farm.handler.registry import UnknownHandler, get_handler
 from farm.jobs.spec import JobSpec, session_id
 from farm.models.requests import SamplingParams
 from farm.models.results import JobState
 from farm.models.tasks import SessionStatus, SubmitResponse, TaskRequest, TaskStatus
+from farm.models.unknown_fields import declared_names
 from farm.web.responses import errors
 from farm.web.security import require_token
 from farm.workers import live_workers_async
@@ -39,9 +41,21 @@ def task_instance(body: TaskRequest) -> dict[str, Any]:
     instance = dict(body.instance or {})
     if body.agent.handler is not None:
         instance["handler"] = body.agent.handler
-    if body.instruction is not None:
+    if body.instruction is not None and _reads_instruction(instance.get("handler")):
         instance.setdefault("instruction", body.instruction)
     return instance
+
+
+def _reads_instruction(name: Any) -> bool:
+    """Whether the handler's instances take `instruction` (an unknown one is judged by validation later);
+    a handler whose instances do not (noop, math) is not handed a field it would refuse."""
+    try:
+        model = get_handler(name).instance_model if isinstance(name, str) else None
+    except UnknownHandler:
+        return True
+    return (
+        model is None or "instruction" in declared_names(model) or model.model_config.get("extra") == "allow"
+    )
 
 
 def validate_harness_task(body: TaskRequest, instance: dict[str, Any]) -> None:

@@ -87,7 +87,9 @@ def test_shipped_sources_are_not_collected_by_the_farms_test_run() -> None:
     # schemathesis, anyio, timeout, benchmark, platformdirs) add no collector of files, and loading them
     # was 2.2 of this run's 2.5 s of CPU.
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(REPOS_DIR)],
+        # xdist named: pyproject's addopts say `-n auto`, which only a loaded xdist understands
+        [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-n", "0", "--collect-only", "-q"]
+        + ["-p", "no:cacheprovider", str(REPOS_DIR)],
         cwd=root,
         env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         capture_output=True,
