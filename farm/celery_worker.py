@@ -13,23 +13,46 @@ this subclass, which
 from __future__ import annotations
 
 import sys
-import time
-from typing import Any
+import warnings
+from typing import Any, TextIO
 
+from celery.apps import worker as celery_worker
 from celery.apps.worker import Worker
+
+from farm.logs import stamp
 
 FORCED_OPTIONS = {"without_gossip": True, "without_mingle": True}
 """Worker options the farm sets whatever the command line says (the CLI passes False by default)."""
 
 
-def stamp(now: float | None = None) -> str:
-    """The time prefix of Celery's own log lines (`[2026-01-01 12:00:00,123: ...]`), without the brackets."""
-    now = time.time() if now is None else now
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
+def stamped_say(msg: str, f: TextIO = sys.__stderr__) -> None:  # type: ignore[assignment]
+    """Celery's `safe_say` (its shutdown lines: `worker: Warm shutdown (MainProcess)`), stamped."""
+    text = " ".join(str(msg).split())
+    if text:
+        celery_original_say(f"{stamp()} {text}", f)
+
+
+def one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A Python warning as one stamped line (Celery's superuser warning is seven unstamped ones; a farm
+    worker runs as root by design: its sandboxes run as FARM_SANDBOX_UID)."""
+    text = " ".join(str(message).split())
+    print(f"{stamp()} WARNING {category.__name__}: {text}", file=file or sys.__stderr__, flush=True)
+
+
+celery_original_say = celery_worker.safe_say
 
 
 class FarmWorker(Worker):  # type: ignore[misc]  # Celery ships no type hints
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        warnings.showwarning = one_line_warning
+        celery_worker.safe_say = stamped_say
         super().__init__(*args, **{**kwargs, **FORCED_OPTIONS})
 
     def emit_banner(self) -> None:
