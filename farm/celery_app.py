@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from functools import cached_property
 from typing import Any
 
 from celery import Celery
@@ -15,6 +16,7 @@ from celery.exceptions import CPendingDeprecationWarning
 from celery.signals import celeryd_after_setup
 from kombu import Exchange, Queue
 
+from farm.celery_worker import FarmWorker
 from farm.outage import redis_outage
 from farm.redis_clients import broker_url, celery_conf, celery_transport_options
 from farm.settings import get_settings
@@ -44,9 +46,18 @@ def stage_queue(name: str) -> Queue:
     return Queue(name, Exchange(name, type="direct"), routing_key=name)
 
 
+class FarmCelery(Celery):  # type: ignore[misc]  # Celery ships no type hints
+    """The farm's app: its `celery worker` is farm/celery_worker.py's, whatever flags started it."""
+
+    @cached_property
+    def Worker(self) -> type[FarmWorker]:
+        worker: type[FarmWorker] = self.subclass_with_self(FarmWorker)
+        return worker
+
+
 def create_app() -> Celery:
     settings = get_settings()
-    celery = Celery("farm", broker=broker_url(settings), include=["tasks.stages"])
+    celery = FarmCelery("farm", broker=broker_url(settings), include=["tasks.stages"])
     # With a sentinel:// URL: the farm's Sentinel transport. (Stage messages are not published through
     # kombu: the farm's Lua scripts enqueue them, over clients that retry through outages.)
     conf: dict[str, Any] = celery_conf(settings)

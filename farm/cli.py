@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from farm.identity import mask_url
+from farm.logs import stamp
 from farm.settings import Settings, get_settings
 
 GROUPS = {"llm": "farm.llm.cli", "gateway": "farm.gateway.cli", "report": "farm.report.cli"}
@@ -90,7 +91,9 @@ def api(host: str | None, port: int | None, fd: int | None) -> None:
 
     if not redis_answers(settings.redis_url, settings=settings):
         raise FarmStartError(f"Redis at {mask_url(settings.redis_url)} does not answer (FARM_REDIS_URL)")
-    click.echo(f"farm api: http://{host}:{port} (docs at /docs), Redis {mask_url(settings.redis_url)}")
+    click.echo(
+        f"{stamp()} farm api: http://{host}:{port} (docs at /docs), Redis {mask_url(settings.redis_url)}"
+    )
     serve("farm.api.app:create_app", factory=True, host=host, port=port, fd=fd, **API_OPTIONS)
 
 

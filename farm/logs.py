@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
@@ -23,3 +24,10 @@ def configure(level: int = logging.WARNING) -> None:
     for name in UVICORN_LOGGERS:
         for existing in logging.getLogger(name).handlers:
             existing.setFormatter(formatter)
+
+
+def stamp(now: float | None = None) -> str:
+    """The time as logging's `%(asctime)s` writes it (`2026-01-01 12:00:00,123`), for lines printed
+    without a logger (a command's start line, Celery's banner and shutdown lines)."""
+    now = time.time() if now is None else now
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"

@@ -91,7 +91,7 @@ end
 return 0
 """
 
-# KEYS: backends, seq, assigned, unhealthy   ARGV: address, json meta without gen/order
+# KEYS: backends, seq, assigned, unhealthy, errors   ARGV: address, json meta without gen/order
 _ADD = """
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
 local meta = cjson.decode(ARGV[2])
@@ -109,6 +109,7 @@ else
 end
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(meta))
 redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
 return 1
 """
 
@@ -168,7 +169,11 @@ def _publishing(meta: dict[str, Any]) -> int | None:
 
 
 def _infos(
-    entries: dict[str, str], assigned: dict[str, float], inflight: dict[str, str], unhealthy: set[str]
+    entries: dict[str, str],
+    assigned: dict[str, float],
+    inflight: dict[str, str],
+    unhealthy: set[str],
+    errors: dict[str, str] | None = None,
 ) -> list[BackendInfo]:
     rows: list[tuple[int, BackendInfo]] = []
     for address, raw in entries.items():
@@ -180,6 +185,7 @@ def _infos(
             assigned=int(assigned.get(address, 0)),
             in_flight=max(0, int(inflight.get(address, 0))),
             healthy=address not in unhealthy,
+            error=(errors or {}).get(address) if address in unhealthy else None,
             policy_version=_version(meta),
             publishing=_publishing(meta),
             tool_call_parser=meta.get("tool_call_parser"),
@@ -202,6 +208,7 @@ class PoolOps:
         """Registers a backend; an address already registered keeps its generation (its jobs stay
         pinned), so re-adding it with a new `policy_version` is a weight publish, not a swap."""
         keys_ = [keys.BACKENDS, keys.BACKENDS_SEQ, keys.BACKENDS_ASSIGNED, keys.BACKENDS_UNHEALTHY]
+        keys_.append(keys.BACKENDS_ERRORS)
         meta = _meta(weight, kind, policy_version, tool_call_parser)
         yield Script(_ADD, keys_, [normalise_address(address), meta])
         return (yield from self.list())
@@ -237,18 +244,25 @@ class PoolOps:
             pipe.zrem(keys.BACKENDS_ASSIGNED, address)
             pipe.hdel(keys.BACKENDS_INFLIGHT, address)
             pipe.srem(keys.BACKENDS_UNHEALTHY, address)
+            pipe.hdel(keys.BACKENDS_ERRORS, address)
 
         removed, *_ = yield Batch(queue, transaction=True)
         return bool(removed)
 
     def clear(self) -> Op[list[BackendInfo]]:
-        every = (keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.BACKENDS_INFLIGHT, keys.BACKENDS_UNHEALTHY)
+        every = (
+            keys.BACKENDS,
+            keys.BACKENDS_ASSIGNED,
+            keys.BACKENDS_INFLIGHT,
+            keys.BACKENDS_UNHEALTHY,
+            keys.BACKENDS_ERRORS,
+        )
         yield Command(lambda r: r.delete(*every))
         return []
 
     def list(self) -> Op[list[BackendInfo]]:
-        entries, assigned, inflight, unhealthy = yield Batch(_queue_list)
-        return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy))
+        entries, assigned, inflight, unhealthy, errors = yield Batch(_queue_list)
+        return _infos(_text(entries), _scores(assigned), _text(inflight), _members(unhealthy), _text(errors))
 
     def get(self, address: str) -> Op[BackendInfo | None]:
         listed = yield from self.list()
@@ -265,9 +279,12 @@ class PoolOps:
     def release(self, key: str) -> Op[None]:
         yield Script(_RELEASE, [keys.BACKENDS, keys.BACKENDS_ASSIGNED, keys.sticky(key)])
 
-    def mark_unhealthy(self, address: str) -> Op[None]:
+    def mark_unhealthy(self, address: str, reason: str | None = None) -> Op[None]:
+        """Out of selection until the prober sees it answer again; `reason` is listed beside it."""
         if (yield Command(lambda r: r.hexists(keys.BACKENDS, address))):
             yield Command(lambda r: r.sadd(keys.BACKENDS_UNHEALTHY, address))
+            if reason:
+                yield Command(lambda r: r.hset(keys.BACKENDS_ERRORS, address, reason[:500]))
 
     def any_unhealthy(self) -> Op[bool]:
         """One SCARD: whether a backend is marked unhealthy (the prober's idle check)."""
@@ -275,6 +292,7 @@ class PoolOps:
 
     def mark_healthy(self, address: str) -> Op[None]:
         yield Command(lambda r: r.srem(keys.BACKENDS_UNHEALTHY, address))
+        yield Command(lambda r: r.hdel(keys.BACKENDS_ERRORS, address))
 
     def call_started(self, address: str) -> Op[None]:
         yield Script(_INFLIGHT, [keys.BACKENDS, keys.BACKENDS_INFLIGHT], [address, 1])
@@ -298,6 +316,7 @@ def _queue_list(pipe: Pipeline) -> None:
     pipe.zrange(keys.BACKENDS_ASSIGNED, 0, -1, withscores=True)
     pipe.hgetall(keys.BACKENDS_INFLIGHT)
     pipe.smembers(keys.BACKENDS_UNHEALTHY)
+    pipe.hgetall(keys.BACKENDS_ERRORS)
 
 
 class BackendPool:

@@ -71,6 +71,10 @@ class Settings(BaseSettings):
     stall_grace_s: float = 30.0
     """A job waiting this long with no running stage and no message in any queue is re-sent (a worker
     died holding its message before the stage began, or a reaper between reaping a lease and re-sending)."""
+    no_backend_wait_s: float = Field(60.0, ge=0)
+    """How long a job's model call waits for a healthy backend (none registered, as during a checkpoint
+    swap, or every one unhealthy) before the job fails with NoBackendAvailable, naming each registered
+    address and its error."""
     process_wait_s: float = 3600.0
     """How long POST /process with wait=true holds the connection before answering 202."""
     max_policy_lag: int | None = Field(None, ge=0)

@@ -20,10 +20,11 @@ from farm.agent.policy import PolicyClient
 from farm.agent.versions import max_lag, min_version
 from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer
-from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
+from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, NoBackendAvailable, WorkerDraining
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, RunOutput
 from farm.handler.registry import get_handler
+from farm.inference.errors import BackendUnavailable
 from farm.jobs.dispatch import FOLLOWING_STAGE, stage_task_id
 from farm.jobs.store import JobRecord, JobStore, terminal_result
 from farm.keys import JobField
@@ -266,6 +267,8 @@ stage enqueued with the outputs, atomically), finished (a terminal result), inte
 budget spent, lease lost, worker draining) or failed (the handler's exception callback decides the
 result)."""
 INTERRUPTIONS = (JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining)
+EXPECTED_FAILURES = (NoBackendAvailable, BackendUnavailable)
+"""Failures of what is outside the worker (the inference backends), logged in one line."""
 
 
 def _inputs(record: JobRecord, stage: str) -> StageInputs:
@@ -284,7 +287,11 @@ def _run_stage(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None
         _interrupted(attempt, handler, ctx, exc, inputs.state if rule.holds_sandbox else None, inputs)
         return
     except Exception as exc:
-        log.exception("%s of %s failed", attempt.stage, ctx.job_id)
+        if isinstance(exc, EXPECTED_FAILURES):
+            # the farm's own message says it all (which backends, what each answered): no traceback
+            log.warning("%s of %s failed: %s: %s", attempt.stage, ctx.job_id, type(exc).__name__, exc)
+        else:
+            log.exception("%s of %s failed", attempt.stage, ctx.job_id)
         if rule.holds_sandbox:
             _teardown_fenced(attempt, handler, ctx, inputs.state)
         attempt.finish(_callback(rule.failed, handler, ctx, exc, inputs))

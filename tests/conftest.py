@@ -82,6 +82,36 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.integration)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): one test process per core this process may use (its affinity,
+    not the machine's count: a `taskset` or a container's cpuset is what the tests get)."""
+    return len(os.sched_getaffinity(0))
+
+
+def _session_farm(item: pytest.Item) -> bool:
+    """Whether the test uses a folder's session-scoped `farm` (not a module's own farm of that name)."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.get("farm", ()) if info is not None else ()
+    return bool(definitions) and definitions[-1].scope == "session"
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The tests one xdist process runs together (pyproject runs them with `--dist loadgroup`): those
+    of a folder that share its session farm (integration's, ui's: a farm per test process would cost
+    its start in each), else a module (its module-scoped farms and sandboxes start once)."""
+    for folder in INTEGRATION_FOLDERS:
+        if item.path.is_relative_to(folder) and _session_farm(item):
+            return f"farm-{folder.name}"
+    return str(item.path.relative_to(TESTS))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+
+
 @pytest.fixture
 def redis_url(redis_server: EmbeddedRedis) -> str:
     """A clean database on the session's private server."""

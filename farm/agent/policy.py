@@ -17,6 +17,7 @@ from farm.inference.errors import InferenceError
 from farm.inference.generation import Generation
 from farm.inference.policy import Attempts, NoBackendWait, Step, Verdict, error_verdict
 from farm.pool import BackendPool
+from farm.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +71,20 @@ class PolicyClient:
         shared with the gateway. Only a failover verdict moves on; a timeout whose cause is the job's
         spent budget ends the job as a timeout (the check raises JobDeadlineExceeded)."""
         attempts = Attempts(max_attempts=self.max_failovers + 1)
-        waiting = NoBackendWait()
+        waiting = NoBackendWait(limit_s=get_settings().no_backend_wait_s)
         while True:
             self.check()
             backend = self.pool.acquire(self.key, self.min_policy_version)
             if backend is None:
                 wait = waiting.wait_s(self.remaining())
                 if wait is None:
+                    said = self._no_backend(waiting.waited_s)
                     if self.min_policy_version is not None:
-                        raise NoBackendAvailable(
+                        said = (
                             f"no healthy inference backend serves policy version {self.min_policy_version} "
-                            "or newer (the job's metadata.min_policy_version)"
+                            f"or newer (the job's metadata.min_policy_version); {said}"
                         )
-                    raise NoBackendAvailable("no healthy inference backend is registered")
+                    raise NoBackendAvailable(said)
                 time.sleep(wait)
                 continue
             self.versions.check(backend.policy_version)
@@ -110,6 +112,15 @@ class PolicyClient:
                 self.backends_used.append(backend.address)
             return generation
 
+    def _no_backend(self, waited_s: float) -> str:
+        """Why no backend could take the call: every registered address and its recorded error."""
+        listed = self.pool.list()
+        said = f"no healthy inference backend after {waited_s:.1f} s (FARM_NO_BACKEND_WAIT_S)"
+        if not listed:
+            return f"{said}: none is registered (POST /add_llm_server)"
+        named = "; ".join(f"{b.address}: {b.error or 'unhealthy'}" for b in listed)
+        return f"{said}; tried {named}"
+
     def _failed(self, attempts: Attempts, address: str, exc: InferenceError) -> None:
         """Returns when the call moves to the next backend; raises otherwise."""
         verdict = error_verdict(exc)
@@ -119,6 +130,6 @@ class PolicyClient:
                 self.check()
             raise exc
         log.warning("backend %s failed for %s: %s", address, self.key, exc)
-        self.pool.mark_unhealthy(address)
+        self.pool.mark_unhealthy(address, str(exc))
         if step is Step.give_up:
             raise exc

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -17,6 +18,7 @@ from farm.api import docs, management, metrics, publish, rollout, training_metri
 from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
 from farm.api.groups import settle_forever
+from farm.api.invalid import invalid_request
 from farm.api.outage import OutageGuard, RedisWatch
 from farm.api.state import FarmState
 from farm.api.strict_json import StrictJSONBody
@@ -79,6 +81,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(StrictJSONBody)  # inside the size limit: it reads whole bodies
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(OutageGuard)  # outermost: a request Redis holds up answers 503 within a second
+
+    app.add_exception_handler(RequestValidationError, invalid_request)
 
     @app.exception_handler(RedisConnectionError)
     @app.exception_handler(RedisTimeoutError)

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import JSONResponse
 
+from farm.api.backend_health import probe_and_record
 from farm.api.cancel import cancel_jobs, resolve_targets
 from farm.api.state import FarmState, farm_state
 from farm.api.submit import new_job_id, validate_instance
@@ -23,6 +24,7 @@ from farm.models.requests import (
     RemoveLLMServerRequest,
 )
 from farm.models.results import JobResult
+from farm.pool import normalise_address
 from farm.status import farm_status
 from farm.web.responses import errors
 from farm.web.security import require_token
@@ -103,15 +105,18 @@ async def add_llm_server(
     body: AddLLMServerRequest, farm: FarmState = Depends(farm_state)
 ) -> list[BackendInfo]:
     """The address must be http(s) and inside FARM_BACKEND_ALLOW (default: loopback and private
-    networks); redirects from it are never followed."""
+    networks); redirects from it are never followed. The backend is probed before the answer (GET
+    /health and <address>/models, 3 s at most): one that does not answer is registered but listed
+    `"healthy": false` with the reason in `error`, and taken into rotation once it answers."""
     await check_url(farm.backend_urls, body.address, ("body", "address"))
-    return await farm.pool.add(
+    await farm.pool.add(
         body.address,
         weight=body.weight,
         kind=body.kind,
         policy_version=body.policy_version,
         tool_call_parser=body.tool_call_parser,
     )
+    return await probe_and_record(farm.pool, normalise_address(body.address))
 
 
 @router.post("/remove_llm_server", response_model=list[BackendInfo], responses=errors(404))

@@ -16,6 +16,7 @@ from farm.jobs.dispatch import broker_priority, stage_task_ids
 from farm.jobs.messages import StageMessages
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import AsyncJobStore
+from farm.models.unknown_fields import explain_unknown
 
 
 def new_job_id() -> str:
@@ -45,9 +46,8 @@ def validate_instance(instance: dict[str, Any], loc: tuple[str, ...] = ("body", 
     try:
         handler.validate(instance)
     except ValidationError as exc:
-        raise RequestValidationError(
-            [{**err, "loc": (*loc, *err["loc"])} for err in exc.errors(include_url=False)]
-        ) from None
+        errors = explain_unknown([dict(e) for e in exc.errors(include_url=False)], handler.instance_model)
+        raise RequestValidationError([{**err, "loc": (*loc, *err["loc"])} for err in errors]) from None
     return name
 
 

@@ -7,9 +7,11 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 
 from farm.api.submit import validate_instance
+from farm.handler.registry import UnknownHandler, get_handler
 from farm.jobs.spec import JobSpec
 from farm.models.requests import SamplingParams
 from farm.models.tasks import TaskRequest
+from farm.models.unknown_fields import declared_names
 
 
 def task_instance(body: TaskRequest) -> dict[str, Any]:
@@ -27,9 +29,21 @@ def task_instance(body: TaskRequest) -> dict[str, Any]:
     instance = dict(body.instance or {})
     if body.agent.handler is not None:
         instance["handler"] = body.agent.handler
-    if body.instruction is not None:
+    if body.instruction is not None and _reads_instruction(instance.get("handler")):
         instance.setdefault("instruction", body.instruction)
     return instance
+
+
+def _reads_instruction(name: Any) -> bool:
+    """Whether the handler's instances take `instruction` (an unknown one is judged by validation later);
+    a handler whose instances do not (noop, math) is not handed a field it would refuse."""
+    try:
+        model = get_handler(name).instance_model if isinstance(name, str) else None
+    except UnknownHandler:
+        return True
+    return (
+        model is None or "instruction" in declared_names(model) or model.model_config.get("extra") == "allow"
+    )
 
 
 def validate_harness_task(body: TaskRequest, instance: dict[str, Any]) -> None:

@@ -6,19 +6,34 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from farm.handler.context import JobContext
 from farm.jobs.store import terminal_result
 from farm.models.results import JobResult, JobState, StageError, Trace, Trajectory
+from farm.models.unknown_fields import NEAR_MISS, closest, unknown_field_message
 
 
 class HandlerInstance(BaseModel):
-    """Base of every handler's instance model; `handler` is the routing key and is always present."""
+    """Base of every handler's instance model; `handler` is the routing key and is always present.
+    A field the model does not declare is refused (a misspelt optional field would otherwise be ignored
+    without a word); a handler whose instances carry free-form columns declares `extra="allow"` itself."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     handler: str
+    id: str | int | None = None
+    """A dataset row's own id (the shipped problem sets carry one), kept with the instance, not read."""
+
+    @model_validator(mode="after")
+    def _no_near_misses(self) -> HandlerInstance:
+        """Where a handler allows extra fields, one a letter or two from a declared field is a typo."""
+        declared = [field.alias or name for name, field in type(self).model_fields.items()]
+        for key in self.model_extra or {}:
+            meant = closest(key, declared, NEAR_MISS)
+            if meant is not None:
+                raise ValueError(f"{unknown_field_message(key, [meant])} (a field this handler declares)")
+        return self
 
 
 class RunOutput(BaseModel):

@@ -252,11 +252,16 @@ class NoBackendWait:
     first_s: float = 0.05
     max_s: float = 1.0
     next_s: float = 0.0
+    limit_s: float = float("inf")
+    """At most this long in all (FARM_NO_BACKEND_WAIT_S), whatever budget the caller has left."""
+    waited_s: float = 0.0
 
     def wait_s(self, remaining_s: float) -> float | None:
         """Seconds to sleep before asking the pool again, or None: give up now."""
         wait = self.next_s or self.first_s
-        if remaining_s <= wait:
+        if remaining_s <= wait or self.waited_s >= self.limit_s:
             return None
+        wait = min(wait, max(self.limit_s - self.waited_s, 0.0) or wait)
         self.next_s = min(wait * 2, self.max_s)
+        self.waited_s += wait
         return wait

@@ -16,6 +16,9 @@ class BackendInfo(BaseModel):
     in_flight: int = 0
     """LLM calls currently running against it."""
     healthy: bool = True
+    error: str | None = None
+    """Why it is unhealthy: its last probe's answer (at registration, then every few seconds) or the
+    error of the call that failed on it. None while healthy."""
     policy_version: int | None = None
     """The weight version the trainer last published to it (None: never said)."""
     publishing: int | None = None

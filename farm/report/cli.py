@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from farm.report.plots import PlotsUnavailable, write_plots
@@ -145,7 +146,7 @@ def report(run_files: tuple[str, ...], out: Path | None, plots: bool, as_json: b
     try:
         written = write_plots(results, run_spans, summary, target, runs=per_file)
     except PlotsUnavailable as exc:
-        console.print(f"[yellow]plots skipped: {exc}")
+        console.print(f"[yellow]plots skipped: {escape(str(exc))}")  # the hint holds `[report]`
         return
     for path in written:
         console.print(f"wrote {path}")

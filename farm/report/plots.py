@@ -18,7 +18,7 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError as exc:
-        raise PlotsUnavailable("plots need matplotlib: pip install matplotlib") from exc
+        raise PlotsUnavailable("need the report extra: pip install -e '.[report]'") from exc
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from farm.handler.protocol import HandlerInstance
 from farm.models.tasks import HarnessName
@@ -16,6 +16,11 @@ from handlers.harness.prepare import parse_steps
 
 
 class HarnessInstance(HandlerInstance):
+    # The `patch` evaluator scores a SWE-bench task carried in the instance (instance_id, FAIL_TO_PASS,
+    # test_patch, ...: handlers/swe's SweTask): extra fields are accepted, except a near miss of a
+    # declared one (HandlerInstance).
+    model_config = ConfigDict(extra="allow")
+
     instruction: str = Field(min_length=1)
     harness: HarnessName
     command: str | None = Field(None, min_length=1)

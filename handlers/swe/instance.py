@@ -123,6 +123,10 @@ class SweTask(BaseModel):
 class SweInstance(HandlerInstance, SweTask, AgentLimits):
     """A `swe` job's instance: the task plus the issue text and the agent's limits."""
 
+    # A SWE-bench row carries columns the farm does not read (hints_text, created_at, version, ...):
+    # accepted as they are, except a near miss of a declared field (HandlerInstance).
+    model_config = ConfigDict(extra="allow")
+
     problem_statement: str = Field(min_length=1)
     max_turns: int = Field(30, ge=1, le=500)
     max_context_tokens: int = Field(32768, ge=256)

@@ -60,7 +60,7 @@ def test_cancel_and_gateway_bodies_are_checked_too(api: httpx.Client) -> None:
 
 def test_valid_pairs_and_large_finite_numbers_pass(api: httpx.Client) -> None:
     raw = (
-        '{"instance": {"handler": "noop", "note": "\\ud83d\\ude00"}, "wait": false,'
+        '{"instance": {"handler": "noop", "id": "\\ud83d\\ude00"}, "wait": false,'
         ' "timeout_s": 1e3, "metadata": {"big": 1.7976931348623157e308, "tiny": 1e-400}}'
     )
     response = _post(api, "/process", raw)

@@ -124,7 +124,7 @@ def test_cli_without_matplotlib_says_so(tmp_path: Path, monkeypatch: pytest.Monk
     run = write_run(tmp_path / "run.jsonl", [job(0)])
     result = CliRunner().invoke(report, [str(run)])
     assert result.exit_code == 0, result.output
-    assert "plots skipped" in result.output and "pip install matplotlib" in result.output
+    assert "plots skipped" in result.output and "pip install -e '.[report]'" in result.output
 
 
 def test_cli_json_and_empty_file(tmp_path: Path) -> None:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import base64
 import io
+import shutil
 import tarfile
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from containers.results import ExecResult
+from farm.settings import get_settings
 from handlers.harness.prepare import (
     GitInitStep,
     PrepareFailed,
@@ -26,7 +31,22 @@ from handlers.harness.prepare import (
 from handlers.host_files import PROJECT_DATA
 
 
-def test_forms_of_steps() -> None:
+@pytest.fixture
+def task_data(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A copy of the project's sample repository where the sandbox's user may read it, inside an allowed
+    root: the clone itself may sit under a home the sandbox's user cannot enter (a fresh `git clone` in
+    /root), and pytest's own temporary folders are private to this user."""
+    root = Path(tempfile.mkdtemp(prefix="farm-task-data-"))
+    root.chmod(0o755)
+    shutil.copytree(f"{PROJECT_DATA}/swe/repos/textkit", root / "textkit")
+    monkeypatch.setenv("FARM_HOST_FILE_ROOTS", str(root))
+    get_settings.cache_clear()
+    yield str(root / "textkit")
+    get_settings.cache_clear()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_forms_of_steps(task_data: str) -> None:
     steps = parse_steps(
         [
             "pip install -e .",
@@ -34,7 +54,7 @@ def test_forms_of_steps() -> None:
             {"write": "a/b.py", "content": "x = 1\n", "mode": "644"},
             {"git_init": True},
             {"git_init": {"commit": False}},
-            {"upload": f"{PROJECT_DATA}/swe/repos/textkit", "to": "repo"},
+            {"upload": task_data, "to": "repo"},
         ],
         "runtime.prepare",
     )
@@ -102,13 +122,13 @@ class Recorder:
         )
 
 
-def test_run_steps_in_order_with_paths_in_the_workdir() -> None:
+def test_run_steps_in_order_with_paths_in_the_workdir(task_data: str) -> None:
     sandbox, execute, checks = FakeSandbox(), Recorder(), []
     steps = parse_steps(
         [
             {"run": "make", "cwd": "src", "env": {"A": "1"}},
             {"write": "pkg/x.py", "content": "X = 1\n"},
-            {"upload": f"{PROJECT_DATA}/swe/repos/textkit", "to": "data"},
+            {"upload": task_data, "to": "data"},
             {"git_init": True},
         ],
         "prepare",

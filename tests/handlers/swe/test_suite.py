@@ -80,6 +80,9 @@ def test_every_sample_has_a_script_through_real_tool_calls(
         assert script.divergence == 1  # the fate is drawn at the edit
 
 
+NO_CACHE = ["-p", "no:cacheprovider", str(REPOS_DIR)]
+
+
 def test_shipped_sources_are_not_collected_by_the_farms_test_run() -> None:
     root = REPOS_DIR.parents[2]
     assert 'testpaths = ["tests"]' in (root / "pyproject.toml").read_text()
@@ -87,7 +90,8 @@ def test_shipped_sources_are_not_collected_by_the_farms_test_run() -> None:
     # schemathesis, anyio, timeout, benchmark, platformdirs) add no collector of files, and loading them
     # was 2.2 of this run's 2.5 s of CPU.
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(REPOS_DIR)],
+        # xdist named: pyproject's addopts say `-n auto`, which only a loaded xdist understands
+        [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-n", "0", "--collect-only", "-q", *NO_CACHE],
         cwd=root,
         env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         capture_output=True,
