@@ -6,8 +6,9 @@ pytest load files implicitly: `conftest.py` and `pytest.ini` beside the tests, `
 workspace), and the shell finds commands on PATH. A rollout can plant any of these, so an evaluation:
 
 - refuses a patch that creates or changes an implicitly loaded file (`refused_patch_paths`);
-- compares the implicitly loaded files of a workspace with those it held before the rollout, read on the
-  host without following links (`scan_implicit`, `changed_implicit`);
+- compares the implicitly loaded files of a workspace with those it held before the rollout, read inside
+  the sandbox without following links (`implicit_files`, `changed_implicit`; `scan_implicit` on a tree
+  the caller owns);
 - runs its commands with `evaluation_env`: no user site, a fresh $HOME, no BASH_ENV/ENV, and PATH without
   any entry the sandbox can write (the workspace, /tmp);
 - before any evaluation step or read of a rollout's workspace, kills everything the rollout left running

@@ -149,7 +149,7 @@ class OutputTestEvaluator(HarnessEvaluator):
             facts.sandbox.quiesce()  # nothing the harness left running may touch or race the evaluation
             tampered = self._tampered(facts)
             if tampered:
-                why = f"the harness changed files the test would load implicitly: {', '.join(tampered)}"
+                why = self._tampering(tampered)
                 return {"test": {"passed": False, "exit_code": None, "output": why, "tampered": tampered}}
             cwd = sandbox_path(facts.sandbox.workdir, config.cwd) if config.cwd else None
             if not config.fresh:
@@ -189,6 +189,19 @@ class OutputTestEvaluator(HarnessEvaluator):
     def _unavailable(ctx: JobContext, exc: Exception, config: OutputTestConfig) -> dict[str, Any]:
         log.warning("test_on_output could not run for %s: %s", ctx.job_id, exc)
         return {"test": {"passed": False, "error": f"{type(exc).__name__}: {exc}", "fresh": config.fresh}}
+
+    @staticmethod
+    def _tampering(tampered: list[str]) -> str:
+        """What the changed entries of the implicit-file scan mean, in words."""
+        reasons = []
+        if "." in tampered:
+            reasons.append("the harness made the workspace unreadable (its files could not be checked)")
+        if "<depth>" in tampered:
+            reasons.append("the harness left a tree too deep to check for files the test would load")
+        files = [t for t in tampered if t not in (".", "<depth>")]
+        if files:
+            reasons.append(f"the harness changed files the test would load implicitly: {', '.join(files)}")
+        return "; ".join(reasons)
 
     @staticmethod
     def _tampered(facts: RunFacts) -> list[str]:

@@ -72,7 +72,7 @@ def test_what_the_rollout_left_at_the_hidden_name_is_replaced(rollout: Sandbox, 
     [
         ("mkdir test_hidden.py", "is a directory"),
         ("chmod 000 /tmp", "/tmp"),
-        ("chmod 000 /workspace", "."),
+        ("chmod 000 /workspace", "unreadable"),
     ],
     ids=["directory", "chmod-tmp", "chmod-workspace"],
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -73,6 +74,7 @@ def secret_dir() -> Iterator[Path]:
     (directory / "canary.txt").write_text(HOST_SECRET + "\n")
     (directory / "canary.txt").chmod(0o600)
     yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
