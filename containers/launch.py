@@ -82,6 +82,7 @@ def interpreter_prefixes() -> list[str]:
     return list(dict.fromkeys(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)))
 
 
+@functools.cache
 def project_roots() -> tuple[list[str], list[str]]:
     """(checkouts to hide from every sandbox, checkouts that cannot be hidden). The checkouts are this
     package's parent, an editable install's source, source directories on the import path and the working

@@ -615,8 +615,11 @@ class LocalRuntime:
         procs.wait_gone(handle.net_pid, handle.net_start, timeout=5)
         for group in handle.cgroups or ([handle.cgroup] if handle.cgroup else []):
             procs.remove_cgroup(group)
-        host_limits.unmount_workspace(handle.workspace)
-        remove_sandbox_dir(Path(handle.sandbox_dir))
+        # A workspace on its own filesystem: the directory is moved aside at once and unmounted and removed
+        # in the background (~150 ms of disk work on a loaded host, off the start/stop path).
+        if not workspace_fs.retire(Path(handle.sandbox_dir)):
+            host_limits.unmount_workspace(handle.workspace)
+            remove_sandbox_dir(Path(handle.sandbox_dir))
         release_identity(handle.uid, handle.sandbox_dir)
         _reap_children()
 

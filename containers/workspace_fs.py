@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
+import errno
+import fcntl
 import functools
 import logging
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -117,6 +122,97 @@ def mount(sandbox_dir: Path, workspace: Path, cap_mb: int, uid: int | None, gid:
         return False
     image = sandbox_dir / IMAGE
     _sparse_copy(_template(cap_mb), image)
+    try:
+        _loop_mount(image, workspace)
+    except OSError as exc:
+        image.unlink(missing_ok=True)
+        raise OSError(f"cannot mount the workspace's filesystem: {exc}") from None
+    with contextlib.suppress(OSError):
+        os.rmdir(workspace / "lost+found")
+    if uid is not None:
+        os.chown(workspace, uid, gid if gid is not None else uid)
+    os.chmod(workspace, 0o755)
+    return True
+
+
+_LOOP_CTL_GET_FREE, _LOOP_CONFIGURE, _LOOP_CLR_FD = 0x4C82, 0x4C0A, 0x4C01
+_LO_FLAGS_AUTOCLEAR = 4
+_MS_NOSUID, _MS_NODEV, _MS_NOATIME = 2, 4, 1024
+
+
+class _LoopInfo64(ctypes.Structure):
+    _fields_ = [
+        ("lo_device", ctypes.c_uint64),
+        ("lo_inode", ctypes.c_uint64),
+        ("lo_rdevice", ctypes.c_uint64),
+        ("lo_offset", ctypes.c_uint64),
+        ("lo_sizelimit", ctypes.c_uint64),
+        ("lo_number", ctypes.c_uint32),
+        ("lo_encrypt_type", ctypes.c_uint32),
+        ("lo_encrypt_key_size", ctypes.c_uint32),
+        ("lo_flags", ctypes.c_uint32),
+        ("lo_file_name", ctypes.c_uint8 * 64),
+        ("lo_crypt_name", ctypes.c_uint8 * 64),
+        ("lo_encrypt_key", ctypes.c_uint8 * 32),
+        ("lo_init", ctypes.c_uint64 * 2),
+    ]
+
+
+class _LoopConfig(ctypes.Structure):
+    _fields_ = [
+        ("fd", ctypes.c_uint32),
+        ("block_size", ctypes.c_uint32),
+        ("info", _LoopInfo64),
+        ("reserved", ctypes.c_uint64 * 8),
+    ]
+
+
+def _loop_mount(image: Path, workspace: Path) -> None:
+    """`mount -o loop,<MOUNT_OPTIONS>` done with the loop ioctls and mount(2) (no process to spawn: ~1 ms
+    where the mount command took ~35 ms on a loaded host); the command where LOOP_CONFIGURE is missing
+    (kernels before 5.8)."""
+    from containers.identity import _load_libc
+
+    libc = _load_libc()
+    data = b"discard,noinit_itable"
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOATIME
+    image_fd = os.open(image, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        control = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            for _ in range(16):  # another process may configure the free device first
+                number = fcntl.ioctl(control, _LOOP_CTL_GET_FREE)
+                loop = os.open(f"/dev/loop{number}", os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    config = _LoopConfig(fd=image_fd)
+                    config.info.lo_flags = _LO_FLAGS_AUTOCLEAR
+                    try:
+                        fcntl.ioctl(loop, _LOOP_CONFIGURE, config)
+                    except OSError as exc:
+                        if exc.errno == errno.EBUSY:
+                            continue
+                        if exc.errno in (errno.EINVAL, errno.ENOTTY):
+                            _mount_command(image, workspace)
+                            return
+                        raise
+                    if libc.mount(
+                        f"/dev/loop{number}".encode(), str(workspace).encode(), b"ext4", flags, data
+                    ):
+                        failed = ctypes.get_errno()
+                        with contextlib.suppress(OSError):
+                            fcntl.ioctl(loop, _LOOP_CLR_FD)
+                        raise OSError(failed, f"mount: {os.strerror(failed)}")
+                    return  # closing the loop fd leaves it to the mount (autoclear on unmount)
+                finally:
+                    os.close(loop)
+            raise OSError(errno.EBUSY, "no free loop device")
+        finally:
+            os.close(control)
+    finally:
+        os.close(image_fd)
+
+
+def _mount_command(image: Path, workspace: Path) -> None:
     done = subprocess.run(
         ["mount", "-t", "ext4", "-o", MOUNT_OPTIONS, str(image), str(workspace)],
         capture_output=True,
@@ -125,14 +221,99 @@ def mount(sandbox_dir: Path, workspace: Path, cap_mb: int, uid: int | None, gid:
         env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
     )
     if done.returncode != 0:
-        image.unlink(missing_ok=True)
-        raise OSError(f"cannot mount the workspace's filesystem: {done.stderr.strip()[-300:]}")
+        raise OSError(done.stderr.strip()[-300:])
+
+
+RETIRED = ".retired"
+"""Sandbox directories whose workspace filesystem is being unmounted and removed (by this process's
+retirer thread, or by the orphan sweep when the process died first: `sweep_retired`)."""
+_retired: queue.SimpleQueue[Path] = queue.SimpleQueue()
+_retirer_lock = threading.Lock()
+_retirer: threading.Thread | None = None
+
+
+def retire(sandbox_dir: Path) -> bool:
+    """Moves a stopped sandbox's directory aside (a rename: its workspace mount moves with it) and leaves
+    the unmount and removal to a background thread; False, doing nothing, when its workspace is not a
+    filesystem of its own."""
+    global _retirer
+    if not os.path.ismount(sandbox_dir / "workspace"):
+        return False
+    aside = sandbox_dir.parent / RETIRED
+    target = aside / sandbox_dir.name
+    for attempt in range(3):  # the retirer removes `aside` whenever it empties it
+        aside.mkdir(mode=0o700, exist_ok=True)
+        try:
+            os.rename(sandbox_dir, target)
+            break
+        except FileNotFoundError:
+            if attempt == 2 or not sandbox_dir.exists():
+                raise
     with contextlib.suppress(OSError):
-        os.rmdir(workspace / "lost+found")
-    if uid is not None:
-        os.chown(workspace, uid, gid if gid is not None else uid)
-    os.chmod(workspace, 0o755)
+        os.utime(target)  # its retirement time, for the sweep (`sweep_retired`)
+    _retired.put(target)
+    _wake.set()
+    with _retirer_lock:
+        if _retirer is None:
+            _retirer = threading.Thread(target=_retire_forever, name="workspace-retirer", daemon=True)
+            _retirer.start()
+            atexit.register(drain)
     return True
+
+
+_working = threading.Lock()
+"""Held while retired directories are taken from the queue and removed: `drain` returning means none is
+queued or under way."""
+_wake = threading.Event()
+
+
+def _retire_forever() -> None:
+    while True:
+        _wake.wait()
+        _wake.clear()
+        drain()
+
+
+def drain() -> None:
+    """Finishes the removals under way and queued, here (at exit too: a process that stops sandboxes and
+    exits leaves no mount behind)."""
+    with _working:
+        while True:
+            try:
+                directory = _retired.get_nowait()
+            except queue.Empty:
+                return
+            _remove_retired(directory)
+
+
+def _remove_retired(directory: Path) -> None:
+    from containers.identity import _load_libc
+    from containers.local import remove_sandbox_dir
+
+    if not directory.exists():
+        return
+    _load_libc().umount2(str(directory / "workspace").encode(), 2)  # MNT_DETACH
+    remove_sandbox_dir(directory)  # a failure: said once, recorded in the directory
+    with contextlib.suppress(OSError):  # not empty: another is on its way
+        directory.parent.rmdir()
+
+
+def sweep_retired(root: Path, older_than_s: float = 60.0, retry_failed_s: float = 3600.0) -> int:
+    """Removes what a dead process left retired under `root` (and, every `retry_failed_s`, quietly, what
+    could not be removed); returns how many."""
+    from containers.local import teardown_failure
+
+    removed, now = 0, time.time()
+    with contextlib.suppress(FileNotFoundError):
+        for directory in (root / RETIRED).iterdir():
+            with contextlib.suppress(OSError):
+                failure = teardown_failure(directory)
+                if failure is not None and now - float(failure.get("at") or 0) < retry_failed_s:
+                    continue
+                if now - directory.lstat().st_mtime > older_than_s:
+                    _remove_retired(directory)
+                    removed += not directory.exists()
+    return removed
 
 
 FULL_SLACK = 1 << 20

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 from pathlib import Path
 
 import pytest
 
 from containers import limits_host as host_limits
 from containers.local import LocalRuntime
+from containers.net_check import network_unavailable
 from containers.procs import CGROUP_PARENT
 from containers.spec import SandboxSpec
 from tests.waiting import wait_until
@@ -39,7 +39,7 @@ def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> 
     # A duration no other run of this test uses, so the scan below finds only this run's processes.
     duration = f"300.{secrets.randbelow(10**6):06d}"
     for i in range(100):
-        sandbox = runtime.start(SandboxSpec(network=i % 10 == 0 and shutil.which("pasta") is not None))
+        sandbox = runtime.start(SandboxSpec(network=i % 10 == 0 and network_unavailable() is None))
         ids.append(sandbox.id)
         # every cycle leaves a process that escaped the process group: only the pid namespace kill gets it
         result = sandbox.exec(f"setsid sleep {duration} & echo {i}")

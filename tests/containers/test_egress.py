@@ -3,7 +3,6 @@ multicast ranges are refused inside its own network namespace, and it cannot lif
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -11,13 +10,14 @@ import pytest
 
 from containers.egress import BLOCKED_V4, ruleset
 from containers.local import LocalRuntime
+from containers.net_check import network_unavailable
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
 
 CONNECT = "python3 -c \"import socket as s; s.create_connection(('{host}', {port}), 5); print('connected')\""
 needs_tools = pytest.mark.skipif(
-    not (shutil.which("pasta") and shutil.which("nft") and shutil.which("nsenter")),
-    reason="needs pasta (Debian passt), nft (nftables) and nsenter",
+    network_unavailable() is not None,
+    reason=str(network_unavailable()),
 )
 
 

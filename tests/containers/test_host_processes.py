@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from containers.local import LocalRuntime
+from containers.net_check import network_unavailable
 from containers.spec import SandboxSpec
 from tests.waiting import wait_until
 
@@ -40,7 +40,7 @@ def zombie_children() -> list[str]:
     return found
 
 
-@pytest.mark.skipif(shutil.which("pasta") is None, reason="pasta (Debian passt) is not installed")
+@pytest.mark.skipif(network_unavailable() is not None, reason=str(network_unavailable()))
 def test_pasta_runs_without_root_or_host_capabilities(runtime: LocalRuntime) -> None:
     with runtime.start(SandboxSpec(network=True)) as sandbox:
         assert sandbox.info.net_pid is not None
@@ -57,7 +57,7 @@ def test_pasta_runs_without_root_or_host_capabilities(runtime: LocalRuntime) -> 
 
 
 def test_no_zombie_launchers_remain(runtime: LocalRuntime) -> None:
-    networks = [False, True] if shutil.which("pasta") else [False]
+    networks = [False, True] if network_unavailable() is None else [False]
     for network in networks:
         for _ in range(3):
             runtime.start(SandboxSpec(network=network)).stop()

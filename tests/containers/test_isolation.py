@@ -13,6 +13,7 @@ import pytest
 
 from containers.launch import project_roots
 from containers.local import LocalRuntime, host_paths_for_server
+from containers.net_check import network_unavailable
 from containers.sandbox import Sandbox
 from containers.spec import ReadOnlyBind, ResourceLimits, SandboxSpec
 from tests.waiting import wait_until
@@ -30,7 +31,7 @@ def test_no_network_when_off(sandbox: Sandbox, host_listener: int) -> None:
     assert [line.split(":")[0].strip() for line in links.splitlines()[2:]] == ["lo"]
 
 
-@pytest.mark.skipif(shutil.which("pasta") is None, reason="pasta (Debian passt) is not installed")
+@pytest.mark.skipif(network_unavailable() is not None, reason=str(network_unavailable()))
 def test_network_on_request_is_userspace_networking_without_the_host_loopback(
     runtime: LocalRuntime, host_listener: int
 ) -> None:

@@ -83,7 +83,7 @@ def test_a_root_farm_starts_network_sandboxes_whatever_the_tun_mode(mode: str, t
     report = _drive(mode, [], sys.executable, [str(REPO), str(sandboxes)], tmp_path)
     assert "error" not in report, report
     assert "eth0" in report["interfaces"] and report["filtered"]  # type: ignore[operator]
-    assert list(sandboxes.iterdir()) == []
+    assert list(sandboxes.iterdir()) == []  # the driver's exit finished the background removals
 
 
 @needs_tools

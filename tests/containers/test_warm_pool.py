@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from containers import workspace_fs
 from containers.errors import ExecServerError
 from containers.local import CLAIM_FILE, LocalRuntime, read_recorded, record_claim
 from containers.sandbox import Sandbox
@@ -99,6 +100,7 @@ def test_a_claimed_sandbox_is_fresh_gets_its_ttl_and_is_never_pooled_again(tmp_p
     finally:
         first.stop()
         pool.close()
+    workspace_fs.drain()  # workspaces on their own filesystem are removed in the background
     assert list(tmp_path.iterdir()) == []
 
 
@@ -163,6 +165,7 @@ def test_the_pool_of_a_killed_process_is_stopped_by_the_sweep(tmp_path: Path) ->
     assert all(Sandbox(h, runtime).ping() for h in handles)
     # ...until the sweep finds their owner gone
     assert _stop_ownerless(runtime, _scan(tmp_path)[0]) == 3
+    workspace_fs.drain()
     assert list(tmp_path.iterdir()) == []
     for handle in handles:
         with pytest.raises(ExecServerError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from containers.bwrap import find_bwrap
 from containers.local import LocalRuntime
+from containers.net_check import network_unavailable
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
 
@@ -43,8 +43,8 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> LocalRuntime:
 
 @pytest.fixture(scope="module", params=[False, True], ids=["net-off", "net-on"])
 def sandbox(runtime: LocalRuntime, request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    if request.param and shutil.which("pasta") is None:
-        pytest.skip("pasta (Debian passt) is not installed: no networked sandboxes here")
+    if request.param and network_unavailable() is not None:
+        pytest.skip(str(network_unavailable()))
     with host_secrets():
         started = runtime.start(SandboxSpec(network=request.param))
     with started:

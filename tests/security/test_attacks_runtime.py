@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from containers.local import LocalRuntime
+from containers.net_check import network_unavailable
 from containers.sandbox import Sandbox
 from containers.spec import ResourceLimits, SandboxSpec
 from tests.waiting import wait_until
@@ -191,8 +192,8 @@ def test_host_http_on_loopback(sandbox: Sandbox, host_http: int, request: pytest
 
 @pytest.fixture(scope="module")
 def neighbour(runtime: LocalRuntime) -> Iterator[Sandbox]:
-    if shutil.which("pasta") is None:
-        pytest.skip("pasta (Debian passt) is not installed: no networked sandboxes here")
+    if network_unavailable() is not None:
+        pytest.skip(str(network_unavailable()))
     with runtime.start(SandboxSpec(network=True)) as started:
         yield started
 

@@ -8,7 +8,6 @@ so no packet to these addresses ever leaves the machine even if the filter were 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,12 +16,13 @@ import pytest
 
 from containers.egress import BLOCKED_V4, BLOCKED_V6
 from containers.local import LocalRuntime
+from containers.net_check import network_unavailable
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
 
 pytestmark = pytest.mark.skipif(
-    not (shutil.which("pasta") and shutil.which("nft") and shutil.which("nsenter")),
-    reason="needs pasta (Debian passt), nft (nftables) and nsenter",
+    network_unavailable() is not None,
+    reason=str(network_unavailable()),
 )
 
 # range -> an address in it the attempt goes to

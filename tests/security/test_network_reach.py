@@ -4,13 +4,13 @@ server and no other sandbox's execution server is reachable."""
 from __future__ import annotations
 
 import http.server
-import shutil
 import threading
 from collections.abc import Iterator
 
 import pytest
 
 from containers.local import LocalRuntime
+from containers.net_check import network_unavailable
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
 from farm.embedded_redis import EmbeddedRedis
@@ -22,9 +22,7 @@ MODES = [
     pytest.param(
         True,
         id="network",
-        marks=pytest.mark.skipif(
-            shutil.which("pasta") is None, reason="pasta (Debian passt) is not installed"
-        ),
+        marks=pytest.mark.skipif(network_unavailable() is not None, reason=str(network_unavailable())),
     ),
 ]
 

@@ -9,7 +9,6 @@ Each attack runs in both network modes, and through a handle re-attached as anot
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from containers import ExecServerError
 from containers.local import LocalRuntime
+from containers.net_check import network_unavailable
 from containers.runtime import attach
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
@@ -75,8 +75,8 @@ KILL_SERVER = "kill -9 $PPID 2>/dev/null; sleep 0.2; "
 @pytest.fixture(params=[False, True], ids=["net-off", "net-on"])
 def fresh(runtime: LocalRuntime, request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     """A sandbox of its own per attack: the attacks break it."""
-    if request.param and shutil.which("pasta") is None:
-        pytest.skip("pasta (Debian passt) is not installed: no networked sandboxes here")
+    if request.param and network_unavailable() is not None:
+        pytest.skip(str(network_unavailable()))
     with runtime.start(SandboxSpec(network=request.param)) as started:
         yield started
 
