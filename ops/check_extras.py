@@ -115,6 +115,7 @@ TEST_EXTRA_TESTS = [
 MODEL_TESTS = [
     "tests/model_side/test_tiny_policy.py",
     "tests/model_side/test_weight_update.py",
+    "tests/integration/test_publish_weights_tiny.py",
     "tests/templates/test_tokenizer_sources.py",
     "tests/templates/test_qwen3.py",
 ]

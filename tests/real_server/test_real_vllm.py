@@ -125,6 +125,14 @@ def test_farm_on_real_vllm(real_vllm: RealVllm, real_paths: dict[str, str], tmp_
     assert confirmed == len(publishes) == 1 and aborted == 0
     assert before != after  # the publish changed the served weights
     _assert_versions_after_publish(results, publishes[0])
+    changes = [
+        c for r in results for t in r.trajectory.traces for c in t.metadata.get("turn_version_changes", [])
+    ]
+    print(
+        f"   calls in flight at the publish {publishes[0].in_flight}, "
+        f"turns recording the change {len(changes)}"
+    )
+    assert changes or publishes[0].in_flight == 0  # a call paused across the publish says so in its turn
     # Rendering Gemma 3's multi-turn context (its <end_of_turn>, its lack of a tool role) is the chat layer's.
     failed = [r for r in results if r.state is not JobState.done]
     if (tally.mismatches or failed) and ChatTokenizer.load(real_paths["model"]).eot_token != "<end_of_turn>":
