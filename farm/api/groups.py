@@ -48,10 +48,12 @@ async def settle(farm: FarmState, body: TaskRequest, now: float | None = None) -
     now = time.time() if now is None else now
     ids = [session_id(body.task_id, i) for i in range(body.num_samples)]
     record = await farm.tasks.group_record(body.task_id)
+    if record.created_at is None:  # the task's record expired (result TTL): nothing left to settle
+        await farm.tasks.close_group(body.task_id)
     slots = await _slots(farm, ids, record)
     deadline_at = None if body.deadline_s is None else _created_at(record) + body.deadline_s
     delivery = record.delivered
-    if delivery is None:
+    if delivery is None and record.created_at is not None:
         await _heal(farm, body, slots, record)
         decision = decide(
             slots,
@@ -152,14 +154,23 @@ async def _submit(
 async def settle_forever(farm: FarmState) -> None:
     """The background settler: delivers groups at their deadline and re-runs their infrastructure failures
     even when nobody reads the task."""
+    requests: dict[str, TaskRequest] = {}
+    """Open groups' requests, read and parsed once (a stored request never changes)."""
     while True:
         try:
-            for task_id in await farm.tasks.open_groups(GROUPS_PER_TICK):
-                stored = await farm.tasks.stored(task_id)
-                if stored.request is None:  # expired
-                    await farm.tasks.close_group(task_id)
-                elif stored.submitted:
-                    await settle(farm, TaskRequest.model_validate_json(stored.request))
+            open_now = await farm.tasks.open_groups(GROUPS_PER_TICK)
+            for task_id in set(requests) - set(open_now):
+                del requests[task_id]
+            for task_id in open_now:
+                if task_id not in requests:
+                    stored = await farm.tasks.stored(task_id)
+                    if stored.request is None:  # expired
+                        await farm.tasks.close_group(task_id)
+                        continue
+                    if not stored.submitted:
+                        continue
+                    requests[task_id] = TaskRequest.model_validate_json(stored.request)
+                await settle(farm, requests[task_id])
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -82,9 +82,13 @@ class TaskOps:
         return [as_text(x) for x in raw]
 
     def group_record(self, task_id: str) -> Op[GroupRecord]:
-        """The group's re-runs and delivery, as recorded so far."""
-        raw = yield Command(lambda r: r.hgetall(keys.task(task_id)))
-        fields = {as_text(k): as_text(v) for k, v in raw.items()}
+        """The group's re-runs and delivery, as recorded so far (the stored request, which can be large, is
+        not read: the settler reads this every tick)."""
+        task = keys.task(task_id)
+        names = [as_text(n) for n in (yield Command(lambda r: r.hkeys(task)))]
+        wanted = [n for n in names if n.startswith(RERUN_FIELD) or n in (DELIVERED_FIELD, "created_at")]
+        values = (yield Command(lambda r: r.hmget(task, wanted))) if wanted else []
+        fields = {n: as_text(v) for n, v in zip(wanted, values, strict=True) if v is not None}
         found: list[tuple[int, int, dict[str, str]]] = []
         for name in (f for f in fields if f.startswith(RERUN_FIELD)):
             slot, attempt = (int(x) for x in name.removeprefix(RERUN_FIELD).split(":"))

@@ -90,3 +90,15 @@ def test_a_deadline_with_no_result_drops_the_group() -> None:
     clock.now = 2.0
     assert sorted(book.deliver_expired()) == sorted(s.job_id for s in specs)
     assert book.counters.dropped_deadline == 1 and book.ready_count == 0
+
+
+def test_a_task_sent_without_group_fields_does_not_carry_their_defaults() -> None:
+    """A newer client can still submit plain tasks to an older farm (TaskRequest forbids unknown fields)."""
+    from farm.client import calls
+
+    plain = calls.submit_task({"task_id": "t", "instruction": "x"}).json
+    assert not {"stragglers", "infra_reruns", "min_usable", "deadline_s"} & set(plain)
+    group = calls.submit_task(
+        {"task_id": "t", "instruction": "x", "deadline_s": 3, "stragglers": "finish"}
+    ).json
+    assert group["deadline_s"] == 3 and group["stragglers"] == "finish" and "infra_reruns" not in group
