@@ -22,6 +22,9 @@ from farm.redis_clients import broker_url, celery_conf, celery_transport_options
 from farm.settings import get_settings
 from farm.workers import live_run_queues
 
+DEFAULT_CONCURRENCY = 8
+"""Stages a worker runs at once when its command line says nothing (`-c` overrides)."""
+
 
 def node_run_queue(node: str) -> str:
     return f"run.{node}"
@@ -85,6 +88,10 @@ def create_app() -> Celery:
             # With a sentinel:// URL: the master's name and how to reach the sentinels.
             **celery_transport_options(settings),
         },
+        # `celery -A farm worker` without -P/-c: the farm's stages wait on sandboxes and models, so a
+        # threads pool of a fixed size, not Celery's prefork of one process per core (memory by cores).
+        worker_pool="threads",
+        worker_concurrency=DEFAULT_CONCURRENCY,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         task_send_sent_event=False,
