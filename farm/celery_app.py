@@ -7,6 +7,8 @@ Queues: `init` (global), `run` (global) and `run.<node>` (the node that initiali
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import warnings
 from functools import cached_property
 from typing import Any
@@ -100,6 +102,15 @@ def create_app() -> Celery:
     return celery
 
 
+def flower_on_loopback(argv: list[str]) -> None:
+    """`celery -A farm flower` as the README says listens on loopback (Flower's own default is every
+    interface, without auth); `--address` or FLOWER_ADDRESS (compose: `--address=0.0.0.0`, with
+    FLOWER_BASIC_AUTH required) say otherwise. Flower reads FLOWER_* after it imports the app."""
+    if "flower" in argv[1:]:
+        os.environ.setdefault("FLOWER_ADDRESS", "127.0.0.1")
+
+
+flower_on_loopback(sys.argv)
 app = create_app()
 
 
