@@ -37,6 +37,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,17 +119,30 @@ def start_llm(
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the {policy} LLM server exited; see {log}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"the {policy} LLM server did not answer within 120 s; see {log}")
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the {policy} LLM server exited; see {log}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    return proc, url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"the {policy} LLM server did not answer within 120 s; see {log}")
+    except BaseException:
+        # Ctrl-C or SIGTERM while it starts: it is in a session of its own, so no signal reaches it
+        stop_child(proc)
+        raise
+
+
+def stop_child(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def sft_data(farm: FarmClient, instances: list[dict[str, Any]], samples: int) -> list[dict[str, Any]]:
@@ -173,6 +187,8 @@ def warm_farm(args: argparse.Namespace, console: Console) -> Iterator[Warm]:
     torch.set_num_threads(1)
     hf_logging.disable_progress_bar()  # a checkpoint per step: no progress bar each time
     work = Path(tempfile.mkdtemp(prefix="bench-learn-"))
+    # the warm start below is a minute or so of silence otherwise
+    console.print("starting a farm and the tiny model, then a supervised warm start (about a minute)…")
     instances = questions(args.questions, args.seed)
     write_scripts(instances, work / "scripts.jsonl")
     tokenizer = ChatTokenizer.load(None)
@@ -184,6 +200,7 @@ def warm_farm(args: argparse.Namespace, console: Console) -> Iterator[Warm]:
         log_dir=work / "logs",
     )
     tiny: subprocess.Popen[bytes] | None = None
+    finished = True
     run_file = Path(args.runs_dir) / f"learn-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     run_file.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -198,16 +215,27 @@ def warm_farm(args: argparse.Namespace, console: Console) -> Iterator[Warm]:
             warm_s = time.monotonic() - started
             console.print(
                 f"farm up, {len(records)} SFT episodes from the scripted LLM; warm start: {epochs} epochs, "
-                f"chance of a recorded success {chance:.2f}, {warm_s:.0f} s since start (logs: {work})"
+                f"chance of a recorded success {chance:.2f}, {warm_s:.0f} s since start "
+                f"(scratch and logs: {work}, removed at the end)"
             )
             farm.clear_llm_servers()  # the scripted LLM leaves the pool; from here on only `tiny` serves
             yield Warm(
                 local, farm, tiny_url, model, optimizer, tokenizer, instances, work, run_file, started, warm_s
             )
+    except (KeyboardInterrupt, GeneratorExit):
+        finished = True
+        raise
+    except BaseException:
+        finished = False  # kept for its logs, and named
+        console.print(f"the run failed; its logs and scratch files are kept in {work}")
+        raise
+    else:
+        finished = True
     finally:
         if tiny is not None:
-            tiny.terminate()
-            tiny.wait(10)
+            stop_child(tiny)
+        if finished:
+            shutil.rmtree(work, ignore_errors=True)  # tens of MB of checkpoints and farm scratch
 
 
 def dapo_config(
@@ -501,4 +529,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # the farm, the tiny server and the scratch directory are stopped and removed on the way out
+        print("interrupted; everything it started is stopped", file=sys.stderr)
+        sys.exit(130)

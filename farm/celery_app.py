@@ -7,6 +7,8 @@ Queues: `init` (global), `run` (global) and `run.<node>` (the node that initiali
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import warnings
 from functools import cached_property
 from typing import Any
@@ -21,6 +23,9 @@ from farm.outage import redis_outage
 from farm.redis_clients import broker_url, celery_conf, celery_transport_options
 from farm.settings import get_settings
 from farm.workers import live_run_queues
+
+DEFAULT_CONCURRENCY = 8
+"""Stages a worker runs at once when its command line says nothing (`-c` overrides)."""
 
 
 def node_run_queue(node: str) -> str:
@@ -85,6 +90,10 @@ def create_app() -> Celery:
             # With a sentinel:// URL: the master's name and how to reach the sentinels.
             **celery_transport_options(settings),
         },
+        # `celery -A farm worker` without -P/-c: the farm's stages wait on sandboxes and models, so a
+        # threads pool of a fixed size, not Celery's prefork of one process per core (memory by cores).
+        worker_pool="threads",
+        worker_concurrency=DEFAULT_CONCURRENCY,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         task_send_sent_event=False,
@@ -93,6 +102,15 @@ def create_app() -> Celery:
     return celery
 
 
+def flower_on_loopback(argv: list[str]) -> None:
+    """`celery -A farm flower` as the README says listens on loopback (Flower's own default is every
+    interface, without auth); `--address` or FLOWER_ADDRESS (compose: `--address=0.0.0.0`, with
+    FLOWER_BASIC_AUTH required) say otherwise. Flower reads FLOWER_* after it imports the app."""
+    if "flower" in argv[1:]:
+        os.environ.setdefault("FLOWER_ADDRESS", "127.0.0.1")
+
+
+flower_on_loopback(sys.argv)
 app = create_app()
 
 

@@ -20,6 +20,7 @@ from celery.apps import worker as celery_worker
 from celery.apps.worker import Worker
 
 from farm.logs import stamp
+from farm.memory import cap_malloc_arenas
 
 FORCED_OPTIONS = {"without_gossip": True, "without_mingle": True}
 """Worker options the farm sets whatever the command line says (the CLI passes False by default)."""
@@ -51,6 +52,7 @@ celery_original_say = celery_worker.safe_say
 
 class FarmWorker(Worker):  # type: ignore[misc]  # Celery ships no type hints
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cap_malloc_arenas()  # before the pool's threads exist (farm/memory.py)
         warnings.showwarning = one_line_warning
         celery_worker.safe_say = stamped_say
         super().__init__(*args, **{**kwargs, **FORCED_OPTIONS})

@@ -241,19 +241,23 @@ def run_demo(
                 farm.stop()
                 if own_db:
                     release_database(own_db)
-    if not batch.results:
+    _write_run(console, out, batch.results)
+    return code
+
+
+def _write_run(console: Console, out: Path, results: list[JobResult]) -> None:
+    if not results:
         # no empty run file: the README's `farm report farm-runs/demo-*.jsonl` would pick it up
         console.print("no rollout finished; no run file written")
-        return code
+        return
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as fh:
-        for result in batch.results:
+        for result in results:
             fh.write(result.model_dump_json() + "\n")
-    console.print(summarise(batch.results))
+    console.print(summarise(results))
     console.print(f"trajectories: {out}")
     # this farm (and its viewer) is gone; any farm's API serves run files from FARM_RUNS_DIR at /ui/runs
     console.print(f"to view them: `farm up`, then <its API>/ui/runs (FARM_RUNS_DIR={out.parent})")
-    return code
 
 
 def _demo_tasks(n_tasks: int, samples: int, harness: tuple[str, str] | None) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ import httpx
 from farm.children import spawn, stopped_on_failure
 from farm.embedded_redis import EmbeddedRedis, free_port, port_in_use
 from farm.identity import DEFAULT_WORKDIR, farm_id, farm_workdir, mask_url
+from farm.memory import child_env as malloc_child_env
 from farm.redis_clients import redis_answers, redis_client
 from farm.settings import DEFAULT_SENTINEL_MASTER, Settings
 from farm.web.serving import bind_listening
@@ -139,6 +140,8 @@ class LocalFarm:
         env = {**os.environ, "FARM_GATEWAY_URL": f"{self.api_url}/gateway", **self.env}
         env = {**env, "FARM_REDIS_URL": self.redis_url or "", "FARM_WORKDIR": self.scratch_dir, **extra}
         env.setdefault("PYTHONUNBUFFERED", "1")
+        for key, value in malloc_child_env().items():
+            env.setdefault(key, value)  # glibc reads it before any Python code (farm/memory.py)
         return env
 
     def redis_settings(self) -> Settings:

@@ -26,6 +26,7 @@ from farm.gateway.app import install_fast_path
 from farm.gateway.app import router as gateway_router
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
 from farm.logs import configure as configure_logging
+from farm.memory import cap_malloc_arenas
 from farm.outage import redis_outage
 from farm.settings import Settings, get_settings
 from farm.ui import routes as ui
@@ -67,6 +68,7 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyn
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    cap_malloc_arenas()  # before uvicorn's and anyio's threads exist (farm/memory.py)
     configure_logging()
     app = FastAPI(
         title="rollout-farm",

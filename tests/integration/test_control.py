@@ -96,7 +96,11 @@ def test_remove_one_backend_while_jobs_run(api: httpx.Client, farm: LocalFarm) -
         results = [wait_state(api, job, {"done", "failed", "timeout", "cancelled"}) for job in jobs]
         assert [r.state for r in results] == [JobState.done] * len(jobs), [r.error for r in results]
     finally:
-        api.post("/add_llm_server", json={"address": gone}).raise_for_status()
+        # the pool as the farm made it, in its order (a re-added address is listed last otherwise, and
+        # tests after this one, in whatever order a test process runs them, read the listing)
+        api.post("/clear_llm_server").raise_for_status()
+        for url in farm.llm_urls:
+            api.post("/add_llm_server", json={"address": url}).raise_for_status()
 
 
 def test_checkpoint_swap_breaks_no_job_in_flight(api: httpx.Client, farm: LocalFarm) -> None:
