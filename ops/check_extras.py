@@ -6,7 +6,7 @@ Two venvs, built side by side (pip waits on the network and the disk as much as 
 
   A: .            every module of farm, tasks, handlers and containers imports, `farm --help` answers,
                   and `pip check` finds no broken requirement: the base install only
-     +report,mistral,bench,test
+     +report,mistral,bench,otel,test
                   `farm report` draws its PNG plots; the Mistral tokenizer (farm/chat/mistral.py) loads
                   from the package that ships it; every bench module imports; the tests that need the
                   test extra's own packages (shipped tokenizers, report plots, Kubernetes schemas, the
@@ -148,8 +148,8 @@ def steps(run_file: str, out_dir: str) -> list[Step]:
         ),
         Step(
             "A",
-            "report,mistral,bench,test",
-            ".[report,mistral,bench,test]",
+            "report,mistral,bench,otel,test",
+            ".[report,mistral,bench,otel,test]",
             [
                 ("a run file", ["{py}", "-c", RUN_FILE, run_file]),
                 ("farm report", ["farm", "report", run_file, "--out", out_dir]),

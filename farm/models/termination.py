@@ -93,7 +93,11 @@ KEY = "termination_reason"
 
 
 def termination_reason(result: JobResult) -> TerminationReason:
-    """The one reason `result`'s trajectory ended."""
+    """The one reason `result`'s trajectory ended. A sandbox lost while the rollout ran is why it ended
+    even though its evaluation was then refused (the refusal names that loss)."""
+    lost = result.metadata.get("sandbox_lost") or result.artifacts.get("sandbox_lost")
+    if lost and result.state is JobState.done:
+        return R.sandbox_lost
     if result.metadata.get("evaluation_refused"):
         return R.evaluation_refused
     if result.state is JobState.failed:
@@ -106,8 +110,6 @@ def termination_reason(result: JobResult) -> TerminationReason:
     finish = _finish_reason(result)
     if result.state is JobState.cancelled:
         return R.stale_policy if finish == "stale_policy" else R.cancelled
-    if result.metadata.get("sandbox_lost") or result.artifacts.get("sandbox_lost"):
-        return R.sandbox_lost
     if result.state is JobState.done:
         return FINISH_REASONS.get(finish or "completed", R.completed)
     return R.error  # not terminal: never recorded as a result

@@ -15,6 +15,8 @@ import logging
 import time
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from containers import ExecServerError, Sandbox, SandboxLimitExceeded
 from containers.results import ExecResult
 from farm.builders import builder_names
@@ -24,7 +26,7 @@ from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
 from farm.handler.registry import register
 from handlers.evaluation_guard import implicit_files, sandbox_lost_by_rollout
 from handlers.harness.adapters import HarnessInputs, HarnessPlan, get_adapter
-from handlers.harness.evaluators import FreshRuntime, RunFacts, resolve
+from handlers.harness.evaluators import FreshRuntime, HarnessEvaluator, RunFacts, resolve
 from handlers.harness.execution import Interrupted, checked_exec, quietly, run_interruptible
 from handlers.harness.gateway_access import session_access
 from handlers.harness.instance import HarnessInstance
@@ -140,21 +142,9 @@ class HarnessHandler(AgentHandler):
                     fresh = FreshRuntime(ctx, groups)
                 implicit_before = implicit_files(sandbox)  # read inside, before anything of the rollout
                 kind, finish_reason, artifacts = self.run_harness(ctx, inst, sandbox, plan, session_id)
-                # A new connection: after an interruption the harness's exec may still hold the old one.
-                after = open_sandbox(state)
-                self.stop_rollout(after, artifacts)  # before the patch or any evaluation step reads it
-                if not artifacts.get("sandbox_lost"):
-                    artifacts.update(self.patch_artifacts(after, state))
-                if kind == "completed" and not artifacts.get("sandbox_lost"):
-                    facts = RunFacts(
-                        after,
-                        artifacts.get("patch"),
-                        artifacts["exit_code"],
-                        fresh,
-                        implicit_before,
-                        artifacts.get("patch_error"),
-                    )
-                    artifacts.update(evaluator.collect(ctx, facts, evaluator_config))
+                self.after_harness(
+                    ctx, state, kind, artifacts, fresh, implicit_before, evaluator, evaluator_config
+                )
             except BaseException:
                 quietly(lambda: gateway.end(session_id))
                 raise
@@ -179,6 +169,35 @@ class HarnessHandler(AgentHandler):
                 "failed_calls": failed_calls,
             },
         )
+
+    def after_harness(
+        self,
+        ctx: JobContext,
+        state: dict[str, Any],
+        kind: str,
+        artifacts: dict[str, Any],
+        fresh: FreshRuntime | None,
+        implicit_before: dict[str, str] | None,
+        evaluator: HarnessEvaluator,
+        evaluator_config: BaseModel,
+    ) -> None:
+        """Stops every process of the rollout, then takes its patch and the evaluation's facts into
+        `artifacts`: nothing the rollout left runs while they are read."""
+        # A new connection: after an interruption the harness's exec may still hold the old one.
+        after = open_sandbox(state)
+        self.stop_rollout(after, artifacts)  # before the patch or any evaluation step reads it
+        if not artifacts.get("sandbox_lost"):
+            artifacts.update(self.patch_artifacts(after, state))
+        if kind == "completed" and not artifacts.get("sandbox_lost"):
+            facts = RunFacts(
+                after,
+                artifacts.get("patch"),
+                artifacts["exit_code"],
+                fresh,
+                implicit_before,
+                artifacts.get("patch_error"),
+            )
+            artifacts.update(evaluator.collect(ctx, facts, evaluator_config))
 
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
         inst: HarnessInstance = ctx.instance  # type: ignore[assignment]

@@ -148,6 +148,23 @@ def _test_patch_applies_at_base(sandbox: Sandbox, task: SweTask, *, timeout_s: f
     return sandbox.exec(check, stdin=task.test_patch, timeout=timeout_s).exit_code == 0
 
 
+def _apply_test_patch_after(
+    sandbox: Sandbox, task: SweTask, left: Callable[[], float], started: float
+) -> PatchVerdict | None:
+    """Applies the instance's test patch over the model's; None when it applied. A test patch that no
+    longer applies is the model patch's 0 (flagged) when it still applies at the base, else BadTestPatch."""
+    try:
+        _apply_test_patch(sandbox, task, timeout_s=left())
+    except BadTestPatch as exc:
+        if not _test_patch_applies_at_base(sandbox, task, timeout_s=left()):
+            raise  # the instance is broken, whatever the patch did
+        why = f"the patch leaves the tree so that the instance's test patch cannot apply: {exc}"
+        return _unscored(
+            task, why, applied=True, evaluation_refused=why[:2000], duration_s=time.monotonic() - started
+        )
+    return None
+
+
 def evaluate_patch(
     instance: SweTask | BaseModel | dict[str, Any],
     patch: str,
@@ -194,15 +211,9 @@ def evaluate_patch(
         log = applied.stdout + applied.stderr
         if applied.exit_code != 0:
             return _unscored(task, log, duration_s=time.monotonic() - started)
-        try:
-            _apply_test_patch(sandbox, task, timeout_s=left())
-        except BadTestPatch as exc:
-            if not _test_patch_applies_at_base(sandbox, task, timeout_s=left()):
-                raise  # the instance is broken, whatever the patch did
-            why = f"the patch leaves the tree so that the instance's test patch cannot apply: {exc}"
-            return _unscored(
-                task, why, applied=True, evaluation_refused=why[:2000], duration_s=time.monotonic() - started
-            )
+        refusal = _apply_test_patch_after(sandbox, task, left, started)
+        if refusal is not None:
+            return refusal
         env = {**evaluation_env(sandbox, rollout_sandbox=False), "COLUMNS": "200"}
         run = sandbox.exec(pytest_command(task, sandbox.workdir), timeout=left(), env=env)
         left()
