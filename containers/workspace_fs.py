@@ -50,6 +50,10 @@ MKFS_OPTIONS = [
 _templates_lock = threading.Lock()
 
 
+_failed: str | None = None
+"""Why mounting a workspace filesystem failed in this process, once: later sandboxes do not try again."""
+
+
 @functools.cache
 def unavailable() -> str | None:
     """Why workspaces cannot get their own filesystem here, or None."""
@@ -118,17 +122,26 @@ def _sparse_copy(source: Path, target: Path) -> None:
 
 
 def mount(sandbox_dir: Path, workspace: Path, cap_mb: int, uid: int | None, gid: int | None) -> bool:
-    """Gives `workspace` its own ext4 of `cap_mb`; False (nothing changed) where that is unavailable.
-    Raises OSError when it should work and did not."""
+    """Gives `workspace` its own ext4 of `cap_mb`; False (nothing changed) where that is unavailable or
+    failed (said once; the disk watch's soft cap then holds)."""
     if unavailable() is not None:
         return False
+    global _failed
+    if _failed is not None:
+        return False
     image = sandbox_dir / IMAGE
-    _sparse_copy(_template(cap_mb), image)
     try:
+        _sparse_copy(_template(cap_mb), image)
         _loop_mount(image, workspace)
     except OSError as exc:
+        # e.g. root in a container without loop devices or CAP_SYS_ADMIN: say so once, keep the watch
         image.unlink(missing_ok=True)
-        raise OSError(f"cannot mount the workspace's filesystem: {exc}") from None
+        _failed = str(exc)
+        log.warning(
+            "workspace disk cap: no per-sandbox filesystem (%s); the disk watch's soft cap only from now on",
+            exc,
+        )
+        return False
     with contextlib.suppress(OSError):
         os.rmdir(workspace / "lost+found")
     if uid is not None:
