@@ -617,7 +617,7 @@ class LocalRuntime:
             procs.remove_cgroup(group)
         # A workspace on its own filesystem: the directory is moved aside at once and unmounted and removed
         # in the background (~150 ms of disk work on a loaded host, off the start/stop path).
-        if not workspace_fs.retire(Path(handle.sandbox_dir)):
+        if not workspace_fs.retire(Path(handle.sandbox_dir), remove_sandbox_dir):
             host_limits.unmount_workspace(handle.workspace)
             remove_sandbox_dir(Path(handle.sandbox_dir))
         release_identity(handle.uid, handle.sandbox_dir)

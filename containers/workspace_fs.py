@@ -27,7 +27,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,10 @@ MKFS_OPTIONS = [
 """No journal (a sandbox that crashes is thrown away whole), no reserved blocks, no growth reserve."""
 
 _templates_lock = threading.Lock()
+
+
+_failed: str | None = None
+"""Why mounting a workspace filesystem failed in this process, once: later sandboxes do not try again."""
 
 
 @functools.cache
@@ -116,17 +122,26 @@ def _sparse_copy(source: Path, target: Path) -> None:
 
 
 def mount(sandbox_dir: Path, workspace: Path, cap_mb: int, uid: int | None, gid: int | None) -> bool:
-    """Gives `workspace` its own ext4 of `cap_mb`; False (nothing changed) where that is unavailable.
-    Raises OSError when it should work and did not."""
+    """Gives `workspace` its own ext4 of `cap_mb`; False (nothing changed) where that is unavailable or
+    failed (said once; the disk watch's soft cap then holds)."""
     if unavailable() is not None:
         return False
+    global _failed
+    if _failed is not None:
+        return False
     image = sandbox_dir / IMAGE
-    _sparse_copy(_template(cap_mb), image)
     try:
+        _sparse_copy(_template(cap_mb), image)
         _loop_mount(image, workspace)
     except OSError as exc:
+        # e.g. root in a container without loop devices or CAP_SYS_ADMIN: say so once, keep the watch
         image.unlink(missing_ok=True)
-        raise OSError(f"cannot mount the workspace's filesystem: {exc}") from None
+        _failed = str(exc)
+        log.warning(
+            "workspace disk cap: no per-sandbox filesystem (%s); the disk watch's soft cap only from now on",
+            exc,
+        )
+        return False
     with contextlib.suppress(OSError):
         os.rmdir(workspace / "lost+found")
     if uid is not None:
@@ -227,12 +242,14 @@ def _mount_command(image: Path, workspace: Path) -> None:
 RETIRED = ".retired"
 """Sandbox directories whose workspace filesystem is being unmounted and removed (by this process's
 retirer thread, or by the orphan sweep when the process died first: `sweep_retired`)."""
-_retired: queue.SimpleQueue[Path] = queue.SimpleQueue()
+Remover = Callable[[Path], object]
+"""Removes a sandbox directory, saying a failure once (containers.local.remove_sandbox_dir)."""
+_retired: queue.SimpleQueue[tuple[Path, Remover]] = queue.SimpleQueue()
 _retirer_lock = threading.Lock()
 _retirer: threading.Thread | None = None
 
 
-def retire(sandbox_dir: Path) -> bool:
+def retire(sandbox_dir: Path, remove: Remover) -> bool:
     """Moves a stopped sandbox's directory aside (a rename: its workspace mount moves with it) and leaves
     the unmount and removal to a background thread; False, doing nothing, when its workspace is not a
     filesystem of its own."""
@@ -251,7 +268,7 @@ def retire(sandbox_dir: Path) -> bool:
                 raise
     with contextlib.suppress(OSError):
         os.utime(target)  # its retirement time, for the sweep (`sweep_retired`)
-    _retired.put(target)
+    _retired.put((target, remove))
     _wake.set()
     with _retirer_lock:
         if _retirer is None:
@@ -280,38 +297,41 @@ def drain() -> None:
     with _working:
         while True:
             try:
-                directory = _retired.get_nowait()
+                directory, remove = _retired.get_nowait()
             except queue.Empty:
                 return
-            _remove_retired(directory)
+            _remove_retired(directory, remove)
 
 
-def _remove_retired(directory: Path) -> None:
+def _remove_retired(directory: Path, remove: Remover) -> None:
     from containers.identity import _load_libc
-    from containers.local import remove_sandbox_dir
 
     if not directory.exists():
         return
     _load_libc().umount2(str(directory / "workspace").encode(), 2)  # MNT_DETACH
-    remove_sandbox_dir(directory)  # a failure: said once, recorded in the directory
+    remove(directory)  # a failure: said once, recorded in the directory
     with contextlib.suppress(OSError):  # not empty: another is on its way
         directory.parent.rmdir()
 
 
-def sweep_retired(root: Path, older_than_s: float = 60.0, retry_failed_s: float = 3600.0) -> int:
+def sweep_retired(
+    root: Path,
+    remove: Remover,
+    failure_of: Callable[[Path], dict[str, Any] | None],
+    older_than_s: float = 60.0,
+    retry_failed_s: float = 3600.0,
+) -> int:
     """Removes what a dead process left retired under `root` (and, every `retry_failed_s`, quietly, what
-    could not be removed); returns how many."""
-    from containers.local import teardown_failure
-
+    could not be removed: `failure_of` reads what was recorded); returns how many."""
     removed, now = 0, time.time()
     with contextlib.suppress(FileNotFoundError):
         for directory in (root / RETIRED).iterdir():
             with contextlib.suppress(OSError):
-                failure = teardown_failure(directory)
+                failure = failure_of(directory)
                 if failure is not None and now - float(failure.get("at") or 0) < retry_failed_s:
                     continue
                 if now - directory.lstat().st_mtime > older_than_s:
-                    _remove_retired(directory)
+                    _remove_retired(directory, remove)
                     removed += not directory.exists()
     return removed
 

@@ -141,7 +141,7 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
     now, ours = time.time(), current_farm_id()
     handles, unrecorded = _scan(root or default_root())
     removed = _remove_unrecorded(unrecorded, now - grace_s)
-    removed += workspace_fs.sweep_retired(root or default_root())
+    removed += workspace_fs.sweep_retired(root or default_root(), remove_sandbox_dir, teardown_failure)
     # Another farm's sandbox is unknown to this Redis: stopping it would break that farm's job. An
     # unlabelled one predates farm labels and is taken as this farm's.
     handles = [h for h in handles if h.labels.get(FARM_LABEL, ours) == ours]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from containers import limits_host as host_limits
+from containers import workspace_fs
 from containers.local import LocalRuntime
 from containers.net_check import network_unavailable
 from containers.procs import CGROUP_PARENT
@@ -45,6 +46,7 @@ def test_hundred_start_exec_stop_cycles_leave_nothing_behind(tmp_path: Path) -> 
         result = sandbox.exec(f"setsid sleep {duration} & echo {i}")
         assert result.stdout == f"{i}\n"
         sandbox.stop()
+    workspace_fs.drain()  # the workspace filesystems' unmounts run in the background
     assert sandbox_processes(runtime.root) == []
     assert _children_of_this_process() - children_before == set()
     assert [p.name for p in runtime.root.iterdir() if not p.name.startswith(".")] == []

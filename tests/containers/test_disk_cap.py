@@ -45,7 +45,11 @@ def test_a_workspace_past_its_cap_ends_the_sandbox(
             # its own filesystem: the kernel stops the write at the cap; the watch then ends the sandbox
             fill = sandbox.exec(FILL, timeout=60)
             assert fill.exit_code != 0 and "No space left" in fill.stderr
-            wait_until(lambda: exceeded(sandbox.info), 10, what="the watch to end the full sandbox")
+            wait_until(  # the marker is written just before the kill
+                lambda: exceeded(sandbox.info) and not sandbox.ping(),
+                10,
+                what="the watch to end the full sandbox",
+            )
             with pytest.raises(SandboxLimitExceeded, match="16 MB disk cap"):
                 sandbox.exec("true", timeout=10)
         else:
