@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +91,7 @@ def measure(cores: int, checkpoints: list[int], uncapped: bool) -> list[dict[str
                 print(row, flush=True)
     finally:
         os.sched_setaffinity(0, before)
+        shutil.rmtree(logs, ignore_errors=True)  # the farm's logs and scratch: nothing kept
     return rows
 
 
