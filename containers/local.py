@@ -291,6 +291,15 @@ def host_problems() -> list[str]:
     return problems
 
 
+def _server_spec(spec: SandboxSpec, handle: SandboxHandle) -> SandboxSpec:
+    """The spec the execution server starts under. A pids cgroup bounds the sandbox's processes;
+    RLIMIT_NPROC (per uid: every sandbox of a fixed FARM_SANDBOX_UID, or of an unprivileged farm, counted
+    together) is only the fallback."""
+    if any(Path(g, "pids.max").exists() for g in handle.cgroups):
+        return spec.model_copy(update={"limits": spec.limits.model_copy(update={"max_processes": None})})
+    return spec
+
+
 class LocalRuntime:
     name = "local"
 
@@ -386,14 +395,7 @@ class LocalRuntime:
         block_r, block_w = os.pipe() if spec.network else (None, None)
         layout = self._layout(spec, handle, control, identity, staging)
         layout.info_fd, layout.block_fd = info_w, block_r
-        # A pids cgroup bounds the sandbox's processes; RLIMIT_NPROC (per uid: every sandbox of a fixed
-        # FARM_SANDBOX_UID, or of an unprivileged farm, counted together) is only the fallback.
-        limits = spec.limits
-        if any(Path(g, "pids.max").exists() for g in handle.cgroups):
-            limits = limits.model_copy(update={"max_processes": None})
-        command = server_command(
-            spec.model_copy(update={"limits": limits}), host_root=host_root, ready_fd=ready_w
-        )
+        command = server_command(_server_spec(spec, handle), host_root=host_root, ready_fd=ready_w)
         launcher = staged_bwrap(bwrap, staging, identity)
         argv = build_argv(launcher, layout, command)  # before the launcher: it collects the staged binds
         preexec = launcher_preexec(

@@ -148,6 +148,20 @@ def _test_patch_applies_at_base(sandbox: Sandbox, task: SweTask, *, timeout_s: f
     return sandbox.exec(check, stdin=task.test_patch, timeout=timeout_s).exit_code == 0
 
 
+def _implicit_files_refusal(
+    sandbox: Sandbox, task: SweTask, patch: str, started: float
+) -> PatchVerdict | None:
+    """The patch's 0 (flagged) when it changes files the test run loads implicitly: a patch that passes
+    through them proves nothing. None otherwise."""
+    refused = refused_patch_paths(patch, workspace_path_dirs(command_path(sandbox), sandbox.workdir))
+    if not refused:
+        return None
+    why = f"the patch changes files the test run loads implicitly: {', '.join(refused)}"
+    return _unscored(
+        task, why, refused_paths=refused, evaluation_refused=why, duration_s=time.monotonic() - started
+    )
+
+
 def _apply_test_patch_after(
     sandbox: Sandbox, task: SweTask, left: Callable[[], float], started: float
 ) -> PatchVerdict | None:
@@ -196,16 +210,9 @@ def evaluate_patch(
         return max(deadline - time.monotonic(), 1.0)
 
     with get_runtime(runtime.get("backend", "local")).start(spec) as sandbox:
-        refused = refused_patch_paths(patch, workspace_path_dirs(command_path(sandbox), sandbox.workdir))
-        if refused:  # the test run would load them: a patch that passes through them proves nothing
-            why = f"the patch changes files the test run loads implicitly: {', '.join(refused)}"
-            return _unscored(
-                task,
-                why,
-                refused_paths=refused,
-                evaluation_refused=why,
-                duration_s=time.monotonic() - started,
-            )
+        refusal = _implicit_files_refusal(sandbox, task, patch, started)
+        if refusal is not None:
+            return refusal
         prepare_repository(sandbox, task, timeout_s=left())
         applied = sandbox.exec(_APPLY, stdin=patch, timeout=left())
         log = applied.stdout + applied.stderr
