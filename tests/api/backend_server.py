@@ -32,6 +32,9 @@ GOOD = {
 """A well-formed vLLM /v1/completions answer: two sampled tokens with their logprobs."""
 
 
+PROBE_PATHS = frozenset({"/health", "/v1/models"})
+
+
 @dataclass
 class Behaviour:
     mode: str = "json"
@@ -42,6 +45,9 @@ class Behaviour:
     calls: int = 0
     open_calls: int = 0
     log: list[str] = field(default_factory=list)
+    probes_ok: bool = True
+    """The farm's registration probe (GET /health, GET /v1/models) is answered well and not counted: the
+    scenarios are a backend that looks healthy and misbehaves on generation."""
 
 
 class MisbehavingBackend:
@@ -66,6 +72,8 @@ class MisbehavingBackend:
 
     async def _answer(self, request: Request) -> Response:
         b = self.behaviour
+        if b.probes_ok and request.method == "GET" and request.url.path in PROBE_PATHS:
+            return JSONResponse({"object": "list", "data": []})
         b.calls += 1
         b.log.append(request.url.path)
         if b.mode == "redirect":
