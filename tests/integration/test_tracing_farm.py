@@ -40,7 +40,10 @@ for _ in range(2):
             "model": os.environ["OPENAI_MODEL"],
             "messages": [{"role": "user", "content": os.environ["FARM_INSTRUCTION"]}],
         }).encode(),
-        headers={"content-type": "application/json", "authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
+        headers={
+            "content-type": "application/json",
+            "authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+        },
     )
     with urllib.request.urlopen(request) as answer:
         print(json.load(answer)["choices"][0]["message"]["content"], flush=True)
