@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 TRACER_NAME = "rollout-farm"
 TRACE_ID = "trace_id"
 """The metadata key of a job's trace id (32 hex digits), copied onto its result and traces."""
+TRACEPARENT = "traceparent"
+"""The gateway session metadata key of the span its model calls are children of (a harness's run stage)."""
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
@@ -145,6 +147,49 @@ def call_span(name: str, attributes: dict[str, Any]) -> Iterator[Recorder]:
             span.set_attributes(_clean(more))
 
         yield record
+
+
+def current_traceparent() -> str | None:
+    """The W3C traceparent of the current span (a traced stage's), for work this process hands to another
+    (the gateway's model calls of a harness); None when tracing is off or no span is current."""
+    if _tracer() is None:
+        return None
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
+
+
+def finished_span(
+    traceparent: str,
+    name: str,
+    start_s: float,
+    end_s: float,
+    attributes: dict[str, Any],
+    error: str | None = None,
+) -> None:
+    """A span timed by its caller (`start_s`/`end_s`: epoch seconds), child of `traceparent`, opened and ended
+    at once: the gateway records a model call once it is answered, so the call pays nothing while it runs.
+    `error` marks it failed with that description. Nothing when tracing is off."""
+    tracer = _tracer()
+    if tracer is None:
+        return
+    from opentelemetry.trace import Status, StatusCode
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    parent = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+    span = tracer.start_span(name, context=parent, attributes=_clean(attributes), start_time=_ns(start_s))
+    if error is not None:
+        span.set_status(Status(StatusCode.ERROR, error))
+    span.end(end_time=_ns(max(end_s, start_s)))
+
+
+def _ns(epoch_s: float) -> int:
+    return int(epoch_s * 1_000_000_000)
 
 
 def _ignore(**_: Any) -> None:

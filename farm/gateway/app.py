@@ -22,10 +22,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
+from farm import tracing
 from farm.agent.versions import resolve_version
 from farm.builders import CompletionRecord, CompletionTimings, build_traces, builder_names
 from farm.builders.records import CallFailure
 from farm.gateway.backends import BackendSource
+from farm.gateway.call_spans import trace_call
 from farm.gateway.errors import ErrorKind, GatewayError
 from farm.gateway.fast_path import FastRoutes, ModelCallFastPath
 from farm.gateway.normalized import ChatCompletion, ChatRequest, ToolCall
@@ -51,7 +53,7 @@ from farm.web.security import require_token
 logger = logging.getLogger(__name__)
 
 # Session metadata keys that steer the gateway rather than describe the rollout.
-_CONTROL_KEYS = ("model", "sampling_params")
+_CONTROL_KEYS = ("model", "sampling_params", tracing.TRACEPARENT)
 
 
 router = APIRouter(prefix="/gateway", responses=errors(404, 413))
@@ -284,6 +286,7 @@ class _Failure:
     provider: str
     completion_id: str
     started_at: float
+    info: SessionInfo | None = None
 
     async def record(self, error: GatewayError, chat: ChatRequest | None) -> None:
         """Log a failed model call in the session's failure log, so an export shows it by its class."""
@@ -299,6 +302,7 @@ class _Failure:
             timings=CompletionTimings(started_at=self.started_at, total_s=time.time() - self.started_at),
             error=CallFailure(error_class=error.kind.value, status=error.status, message=error.message),
         )
+        trace_call(self.info, record)
         try:
             await self.runtime.store.append_failure(record)
         except redis.RedisError:  # the client still gets its error; the log is best effort
@@ -343,9 +347,10 @@ async def _model_call(
     started = time.perf_counter()
     completion_id = f"cmpl-{secrets.token_hex(12)}"
     chat: ChatRequest | None = None
+    info: SessionInfo | None = None
     try:
-        found, backend = await _session_and_backend(runtime, session_id)
-        info, chat = await _parse(request, runtime, session_id, provider, model, found)
+        info, backend = await _session_and_backend(runtime, session_id)
+        info, chat = await _parse(request, runtime, session_id, provider, model, info)
         if stream is not None:
             chat.stream = stream
         if info.state == "ended":
@@ -354,9 +359,7 @@ async def _model_call(
         if chat.stream:
             upstream = await runtime.forwarder.open_stream(info, chat, backend)
             make = encoder or PROVIDERS[provider].stream_encoder
-            frames = _relay(
-                runtime, upstream, make, chat, completion_id, session_id, provider, started_at, started
-            )
+            frames = _relay(runtime, upstream, make, chat, completion_id, info, provider, started_at, started)
             return StreamingResponse(
                 frames,
                 media_type=media_type,
@@ -368,9 +371,10 @@ async def _model_call(
             completion_id, session_id, provider, chat, result, started_at, time.perf_counter() - started
         )
         await runtime.keep(record)  # no 200 without its record
+        trace_call(info, record)
     except (GatewayError, redis.RedisError) as exc:
         error = _unavailable(exc) if isinstance(exc, redis.RedisError) else exc
-        failure = _Failure(runtime, session_id, provider, completion_id, started_at)
+        failure = _Failure(runtime, session_id, provider, completion_id, started_at, info)
         await failure.record(error, chat)
         return _error(provider, error)
     return JSONResponse(PROVIDERS[provider].render_response(reply.completion, chat))
@@ -388,7 +392,7 @@ async def _relay(
     make: EncoderFactory,
     chat: ChatRequest,
     completion_id: str,
-    session_id: str,
+    info: SessionInfo,
     provider: str,
     started_at: float,
     started: float,
@@ -418,12 +422,14 @@ async def _relay(
             await upstream.aclose()
         served = upstream.result(reply)
         record = _record(
-            completion_id, session_id, provider, chat, served, started_at, time.perf_counter() - started
+            completion_id, info.session_id, provider, chat, served, started_at, time.perf_counter() - started
         )
         await runtime.keep(record)  # before the final frames: a stream ends finished only when recorded
+        trace_call(info, record)
     except (GatewayError, redis.RedisError) as exc:  # the stream's failures, judged by the policy
         error = _unavailable(exc) if isinstance(exc, redis.RedisError) else exc
-        await _Failure(runtime, session_id, provider, completion_id, started_at).record(error, chat)
+        failure = _Failure(runtime, info.session_id, provider, completion_id, started_at, info)
+        await failure.record(error, chat)
         if encoder is None:
             encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)
             held = encoder.start()

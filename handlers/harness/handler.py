@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from containers import ExecServerError, Sandbox, SandboxLimitExceeded
 from containers.results import ExecResult
+from farm import tracing
 from farm.builders import builder_names
 from farm.errors import JobCancelled, LeaseLost, WorkerDraining
 from farm.handler.context import JobContext
@@ -45,7 +46,7 @@ RESERVE_MAX_S = 30.0
 HARNESS_OUTPUT_LIMIT = 4 * 1024 * 1024
 Outcome = Literal["completed", "timeout", "cancelled"]
 """RunOutput.outcome."""
-_NOT_SESSION_METADATA = ("model", "sampling_params")
+_NOT_SESSION_METADATA = ("model", "sampling_params", tracing.TRACEPARENT)
 """Gateway session metadata keys that steer the gateway: never copied from the job's own metadata."""
 
 
@@ -222,13 +223,17 @@ class HarnessHandler(AgentHandler):
     def session_metadata(ctx: JobContext, inst: HarnessInstance) -> dict[str, Any]:
         own = {k: v for k, v in ctx.metadata.items() if k not in _NOT_SESSION_METADATA}
         sampling = ctx.spec.sampling_params.model_dump(exclude_none=True)
-        return {
+        metadata = {
             **own,
             "job_id": ctx.job_id,
             "handler": "harness",
             "harness": inst.harness,
             "sampling_params": sampling,
         }
+        traceparent = tracing.current_traceparent()  # the run stage's span: the gateway's calls nest under it
+        if traceparent is not None:
+            metadata[tracing.TRACEPARENT] = traceparent
+        return metadata
 
     def harness_inputs(
         self, ctx: JobContext, inst: HarnessInstance, workspace: str, base_url: str

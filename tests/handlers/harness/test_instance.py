@@ -84,11 +84,16 @@ def test_job_level_problems_name_their_field() -> None:
 def test_session_metadata_never_steers_the_gateway_from_job_metadata() -> None:
     ctx = context(
         agent={"command": "x"},
-        metadata={"policy_version": 3, "model": "pinned?", "sampling_params": {"temperature": 9}},
+        metadata={
+            "policy_version": 3,
+            "model": "pinned?",
+            "sampling_params": {"temperature": 9},
+            "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01",  # not the job's own trace
+        },
     )
     meta = HarnessHandler.session_metadata(ctx, ctx.instance)  # type: ignore[arg-type]
     assert meta["policy_version"] == 3 and meta["job_id"] == "j1" and meta["harness"] == "shell"
-    assert "model" not in meta
+    assert "model" not in meta and "traceparent" not in meta  # tracing off here: no span to hand over
     assert meta["sampling_params"]["temperature"] == 1.0  # the job's own sampling parameters
 
 
