@@ -111,7 +111,7 @@ def guard_flower(argv: list[str], env: Mapping[str, str]) -> None:
     if refusal is not None:
         sys.stderr.write(refusal + "\n")
         raise SystemExit(2)
-    import flower.command
+    import flower.command  # type: ignore[import-untyped]  # Flower ships no type hints
 
     flower.command.sigterm_handler = on_stop_signal
     signal.signal(signal.SIGINT, on_stop_signal)

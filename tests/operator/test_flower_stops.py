@@ -73,7 +73,16 @@ def test_flower_stops_on_the_first_signal_with_redis_gone(
 
 
 def test_flower_on_every_interface_without_auth_is_refused_in_one_line() -> None:
-    argv = [sys.executable, "-m", "celery", "-A", "farm", "flower", f"--port={free_port()}", "--address=0.0.0.0"]
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "farm",
+        "flower",
+        f"--port={free_port()}",
+        "--address=0.0.0.0",
+    ]
     env = flower_env("redis://127.0.0.1:1/0")  # never reached: the refusal comes first
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done
