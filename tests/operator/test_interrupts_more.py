@@ -48,7 +48,7 @@ class Descendants:
     @staticmethod
     def _alive(proc: psutil.Process) -> bool:
         try:  # is_running compares the start time: a reused pid is not ours
-            return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+            return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
         except psutil.Error:
             return False
 
