@@ -30,6 +30,7 @@ EXIT_GRACE_S = 3.0
 """How long Flower's own shutdown may take after a signal before the process exits regardless."""
 
 log = logging.getLogger("farm.flower")
+_stopping = threading.Event()
 
 
 def is_flower_command(argv: list[str]) -> bool:
@@ -92,9 +93,9 @@ def exit_after_grace(signum: int, grace_s: float = EXIT_GRACE_S) -> None:
 
 def on_stop_signal(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
-    if getattr(on_stop_signal, "stopping", False):
+    if _stopping.is_set():
         os._exit(130 if signum == signal.SIGINT else 0)  # a second signal: at once
-    on_stop_signal.stopping = True  # type: ignore[attr-defined]
+    _stopping.set()
     log.info("%s received, stopping Flower", name)
     exit_after_grace(signum)
     raise SystemExit(0)  # what Flower's own handler does: its io loop stops, its atexit stop runs
