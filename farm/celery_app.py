@@ -19,6 +19,7 @@ from celery.signals import celeryd_after_setup
 from kombu import Exchange, Queue
 
 from farm.celery_worker import FarmWorker
+from farm.flower_guard import guard_flower
 from farm.outage import redis_outage
 from farm.redis_clients import broker_url, celery_conf, celery_transport_options
 from farm.settings import get_settings
@@ -102,15 +103,7 @@ def create_app() -> Celery:
     return celery
 
 
-def flower_on_loopback(argv: list[str]) -> None:
-    """`celery -A farm flower` as the README says listens on loopback (Flower's own default is every
-    interface, without auth); `--address` or FLOWER_ADDRESS (compose: `--address=0.0.0.0`, with
-    FLOWER_BASIC_AUTH required) say otherwise. Flower reads FLOWER_* after it imports the app."""
-    if "flower" in argv[1:]:
-        os.environ.setdefault("FLOWER_ADDRESS", "127.0.0.1")
-
-
-flower_on_loopback(sys.argv)
+guard_flower(sys.argv, os.environ)
 app = create_app()
 
 

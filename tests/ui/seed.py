@@ -120,8 +120,8 @@ def seed_long_job(client: redis.Redis, job_id: str, turns: int = 50, tokens: int
             "spec": spec.model_dump_json(),
             "state": "failed",
             "task_ids": "{}",
-            "created_at": now,
-            "finished_at": now + 10,
+            "created_at": now - 10,
+            "finished_at": now,  # never ahead of the page's clock (a screenshot read "-4 s ago")
             "result": result.model_dump_json(),
         },
     )

@@ -43,7 +43,8 @@ const farm = {
     return node;
   },
   num(x, digits) { return x === null || x === undefined ? "–" : Number(x).toFixed(digits === undefined ? 2 : digits); },
-  ago(t) { if (!t) return "–"; const s = Date.now() / 1000 - t; return s < 90 ? s.toFixed(0) + " s ago" : (s / 60).toFixed(0) + " min ago"; },
+  // A time ahead of this clock (a worker's clock a little fast) reads "0 s ago", never negative.
+  ago(t) { if (!t) return "–"; const s = Math.max(0, Date.now() / 1000 - t); return s < 90 ? s.toFixed(0) + " s ago" : (s / 60).toFixed(0) + " min ago"; },
   state(s) { return farm.el("span", { class: "state " + s }, s); },
   rows(table, rows) { const body = table.tBodies[0] || table; body.replaceChildren(...rows); },
 };
