@@ -389,7 +389,8 @@ def main() -> None:
 
     sys.dont_write_bytecode = True
     # The tests' own imports come from the standard library, never from the solution's directory.
-    sys.path[:] = [p for p in sys.path if p not in ("", ".", solution_dir, os.getcwd())]
+    here = ("", ".", solution_dir, os.path.realpath(solution_dir), os.environ.get("PWD", ""))
+    sys.path[:] = [p for p in sys.path if p not in here]
     child = Child(request["child"], solution_dir)
     sys.modules["solution"] = solution_proxy(child)
     signal.signal(signal.SIGALRM, _on_alarm)

@@ -183,3 +183,87 @@ def test_a_solution_cannot_patch_the_tests() -> None:
 def test_a_solution_cannot_read_the_nonce_from_the_runner_process() -> None:
     report = run_tests_locally(TESTS, FORGE_VIA_PROC)
     assert report.passed == 0 and report.reward == 0.0, report
+
+
+STACK_TESTS = """from solution import Stack, sort_in_place, apply
+
+
+def test_instances_live_in_the_solution_process():
+    s = Stack()
+    s.push(3)
+    assert s.pop() == 3 and len(s) == 0 and list(s) == []
+
+
+def test_exceptions_arrive_as_their_builtin_class():
+    try:
+        Stack().pop()
+    except IndexError as exc:
+        assert "empty" in str(exc)
+    else:
+        raise AssertionError("no IndexError")
+
+
+def test_mutated_arguments_are_copied_back():
+    items = [3, 1, 2]
+    table = {"a": [1]}
+    assert sort_in_place(items, table=table) is None
+    assert items == [1, 2, 3] and table == {"a": [1], "sorted": True}
+
+
+def test_callables_cannot_cross():
+    apply(lambda x: x, 1)
+"""
+
+STACK_SOLUTION = """class Empty(IndexError):
+    pass
+
+
+class Stack:
+    def __init__(self):
+        self.items = []
+
+    def push(self, value):
+        self.items.append(value)
+
+    def pop(self):
+        if not self.items:
+            raise Empty("empty stack")
+        return self.items.pop()
+
+    def __len__(self):
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+def sort_in_place(items, table):
+    items.sort()
+    table["sorted"] = True
+
+
+def apply(function, value):
+    return function(value)
+"""
+
+
+def test_objects_exceptions_and_mutations_cross_the_boundary() -> None:
+    report = run_tests_locally(STACK_TESTS, STACK_SOLUTION)
+    assert [o.ok for o in report.outcomes] == [True, True, True, False], report
+    assert (report.outcomes[3].error or "").startswith("TypeError: a function cannot be passed")
+
+
+def test_a_solution_writing_garbage_to_the_protocol_fails_its_test_only() -> None:
+    solution = (
+        "import os\n"
+        "def f(x):\n"
+        "    if x == 2:\n"
+        "        for fd in range(3, 16):\n"
+        "            try:\n"
+        '                os.write(fd, b\'["v", 3]\\n{"value": ["evil", 1]}\\n\')\n'
+        "            except OSError:\n"
+        "                pass\n"
+        "    return x + 1\n"
+    )
+    report = run_tests_locally(TESTS, solution)
+    assert not report.outcomes[1].ok and report.outcomes[0].ok, report
