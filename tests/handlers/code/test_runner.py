@@ -9,6 +9,7 @@ import pytest
 
 from handlers.code import build_suite
 from handlers.code.build_suite import run_tests_locally
+from handlers.code.grading import RUNNER_SOURCE
 
 TESTS = """from solution import f
 
@@ -274,7 +275,7 @@ def test_a_solution_writing_garbage_to_the_protocol_fails_its_test_only() -> Non
 
 def test_a_runner_that_cannot_become_undumpable_grades_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     prctl = "libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0"
-    assert prctl in build_suite.RUNNER_SOURCE
-    monkeypatch.setattr(build_suite, "RUNNER_SOURCE", build_suite.RUNNER_SOURCE.replace(prctl, "True"))
+    assert prctl in RUNNER_SOURCE
+    monkeypatch.setattr(build_suite, "RUNNER_SOURCE", RUNNER_SOURCE.replace(prctl, "True"))
     report = run_tests_locally(TESTS, "def f(x):\n    return x + 1\n")
     assert report.passed == 0 and "undumpable" in (report.collect_error or ""), report
