@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import BaseModel
 
 RUNNER_SOURCE = Path(__file__).with_name("runner.py").read_text(encoding="utf-8")
+RUNNER_CHILD_SOURCE = Path(__file__).with_name("runner_child.py").read_text(encoding="utf-8")
+"""The runner's solution-side process (it imports the solution; the verdict stays in the runner)."""
 FAILURE_LOG_CHARS = 1500
 
 
@@ -28,13 +30,14 @@ def list_tests(source: str) -> list[str]:
 
 
 def runner_request(tests: str, names: list[str], solution_dir: str, budget_s: float) -> dict[str, Any]:
-    """The runner's stdin, with a fresh nonce that tags its result lines."""
+    """The runner's stdin, with a fresh nonce that tags its result lines and its child's source."""
     return {
         "nonce": uuid.uuid4().hex,
         "tests": tests,
         "names": names,
         "solution_dir": solution_dir,
         "budget_s": budget_s,
+        "child": RUNNER_CHILD_SOURCE,
     }
 
 

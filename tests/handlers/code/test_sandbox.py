@@ -17,6 +17,7 @@ from handlers.code.grading import list_tests
 from handlers.code.handler import MAX_SOLUTION_BYTES, read_solution, run_hidden_tests, write_files
 from handlers.code.prompting import starter_files
 from handlers.code.suite import PROBLEMS
+from tests.handlers.code.test_runner import FORGE_VIA_GC, FORGE_VIA_PROC, PATCH_THE_TESTS
 
 TESTS = """from solution import f
 
@@ -67,8 +68,21 @@ def test_read_solution(sandbox: Sandbox) -> None:
         ("def f(x):\n    return x + 1 if x == 1 else sum(range(10**12))\n", 0.0, 1),  # a loop in C
         ("import os, signal\n\ndef f(x):\n    os.kill(-1, signal.SIGKILL)\n", 0.0, 0),
         ("import os\nos._exit(3)\n", 0.0, 0),
+        # Wrong solutions forging passes (issue 34, item 8); the /proc one succeeds if the runner is dumpable.
+        (FORGE_VIA_GC, 0.0, 0),
+        (PATCH_THE_TESTS, 0.0, 0),
+        (FORGE_VIA_PROC, 0.0, 0),
     ],
-    ids=["correct", "wrong", "c-loop", "kills-sandbox", "exits-on-import"],
+    ids=[
+        "correct",
+        "wrong",
+        "c-loop",
+        "kills-sandbox",
+        "exits-on-import",
+        "forge-gc",
+        "patch-tests",
+        "forge-proc",
+    ],
 )
 def test_grading_in_a_fresh_sandbox(runtime: LocalRuntime, solution: str, reward: float, passed: int) -> None:
     started = time.monotonic()
