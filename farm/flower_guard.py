@@ -101,6 +101,16 @@ def on_stop_signal(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)  # what Flower's own handler does: its io loop stops, its atexit stop runs
 
 
+class _OneLineOutage(logging.Filter):
+    """Keeps kombu's "Broker connection error, trying again" warning (Flower's event consumer while Redis is
+    away) to its one line: the reconnect is expected, its traceback says nothing more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
 def guard_flower(argv: list[str], env: Mapping[str, str]) -> None:
     """For a `celery ... flower` command line: loopback by default, the open-listening refusal, and the
     signal handling above (Flower installs its SIGTERM handler from its module after this runs, so the
@@ -116,6 +126,7 @@ def guard_flower(argv: list[str], env: Mapping[str, str]) -> None:
 
     flower.command.sigterm_handler = on_stop_signal
     signal.signal(signal.SIGINT, on_stop_signal)
+    logging.getLogger("kombu.mixins").addFilter(_OneLineOutage())
 
 
 __all__ = [
