@@ -55,6 +55,16 @@ def redis_server() -> Iterator[EmbeddedRedis]:
 
 
 @pytest.fixture(scope="session")
+def session_farm_redis() -> Iterator[EmbeddedRedis]:
+    """A Redis of its own for a folder's session farm (integration's, ui's): its workers live as long as
+    the test process, and under xdist that process also runs other folders' modules, whose `redis_url`
+    (the session's server) those workers must never consume from."""
+    server = EmbeddedRedis().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def api_farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
     """The real API (uvicorn, its own process, as `farm up` starts it) on the session's Redis, with no
     workers and no token: one process for every folder whose tests only talk to the API's door."""

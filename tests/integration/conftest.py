@@ -24,10 +24,10 @@ def host_files_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def farm(redis_server: EmbeddedRedis, host_files_root: Path, host_file_roots: str) -> Iterator[LocalFarm]:
+def farm(session_farm_redis: EmbeddedRedis, host_files_root: Path, host_file_roots: str) -> Iterator[LocalFarm]:
     local = temp_farm(
         "farm-test-logs-",
-        redis_url=emptied(redis_server.url),
+        redis_url=emptied(session_farm_redis.url),
         workers=stage_workers(4, 12),
         llm_servers=3,
         # A per-token latency makes concurrent rollouts overlap, as they do against a real model.

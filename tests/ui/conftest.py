@@ -22,10 +22,10 @@ RUNS_DIR = Path(tempfile.mkdtemp(prefix="farm-ui-runs-"))
 
 
 @pytest.fixture(scope="session")
-def farm(redis_server: EmbeddedRedis) -> Iterator[LocalFarm]:
+def farm(session_farm_redis: EmbeddedRedis) -> Iterator[LocalFarm]:
     local = temp_farm(
         "farm-ui-logs-",
-        redis_url=emptied(redis_server.url),
+        redis_url=emptied(session_farm_redis.url),
         workers=stage_workers(2, 4, 2),
         llm_args=["--accuracy", "0.5", "--seed", "7", "--token-latency-ms", "2"],
         env={"FARM_RUNS_DIR": str(RUNS_DIR)},
