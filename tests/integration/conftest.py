@@ -24,7 +24,9 @@ def host_files_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def farm(session_farm_redis: EmbeddedRedis, host_files_root: Path, host_file_roots: str) -> Iterator[LocalFarm]:
+def farm(
+    session_farm_redis: EmbeddedRedis, host_files_root: Path, host_file_roots: str
+) -> Iterator[LocalFarm]:
     local = temp_farm(
         "farm-test-logs-",
         redis_url=emptied(session_farm_redis.url),
