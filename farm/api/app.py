@@ -22,6 +22,7 @@ from farm.api.invalid import invalid_request
 from farm.api.outage import OutageGuard, RedisWatch
 from farm.api.state import FarmState
 from farm.api.strict_json import StrictJSONBody
+from farm.background import stop_all
 from farm.gateway.app import install_fast_path
 from farm.gateway.app import router as gateway_router
 from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
@@ -45,20 +46,20 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyn
         app.state.farm = state
         app.state.redis_watch = watch = RedisWatch.create(settings)
         await state.waiter.start()
-        prober = asyncio.create_task(probe_forever(state.pool))
-        callbacks = asyncio.create_task(
-            CallbackSender(state.store).run_forever(state.waiter.any_done, state.waiter.callbacks_due)
-        )
-        groups = asyncio.create_task(settle_forever(state))
+        background = [
+            asyncio.create_task(probe_forever(state.pool), name="backend prober"),
+            asyncio.create_task(
+                CallbackSender(state.store).run_forever(state.waiter.any_done, state.waiter.callbacks_due),
+                name="callback sender",
+            ),
+            asyncio.create_task(settle_forever(state), name="group settler"),
+        ]
         try:
             runtime = GatewayRuntime.create(redis=state.redis, backends=state.pool, settings=settings)
             async with gateway_lifespan(app, runtime):
                 yield
         finally:
-            for background in (prober, callbacks, groups):
-                background.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await background
+            await stop_all(background)
             await state.waiter.stop()
             await state.redis.aclose()
             await watch.aclose()

@@ -19,6 +19,7 @@ import logging
 
 import httpx
 
+from farm.background import raise_if_stopping
 from farm.models.backends import BackendInfo
 from farm.outage import redis_outage, report
 from farm.pool import AsyncBackendPool
@@ -82,6 +83,7 @@ async def probe_forever(pool: AsyncBackendPool) -> None:
     async with probe_client() as http:
         while True:
             await asyncio.sleep(PROBE_EVERY_S)
+            raise_if_stopping()
             try:
                 # One SCARD while every backend is healthy (the common case), not a listing.
                 unhealthy = await pool.any_unhealthy()

@@ -21,6 +21,7 @@ import time
 
 import httpx
 
+from farm.background import raise_if_stopping
 from farm.jobs.store import AsyncJobStore
 from farm.keys import JobField
 from farm.outage import report
@@ -48,6 +49,7 @@ class CallbackSender:
         ended = set() if ended is None else ended
         async with httpx.AsyncClient(timeout=10.0) as http:
             while True:
+                raise_if_stopping()
                 wake.clear()
                 try:
                     sent, next_due = await self.send_due(http, tags=self._round(ended))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from farm.api.cancel import cancel_jobs
 from farm.api.state import FarmState
 from farm.api.task_sessions import checked, session_spec
+from farm.background import raise_if_stopping
 from farm.jobs.group_delivery import Slot, decide, rerun_id, stragglers
 from farm.jobs.spec import session_id
 from farm.jobs.task_records import GroupRecord
@@ -157,6 +158,7 @@ async def settle_forever(farm: FarmState) -> None:
     requests: dict[str, TaskRequest] = {}
     """Open groups' requests, read and parsed once (a stored request never changes)."""
     while True:
+        raise_if_stopping()
         try:
             open_now = await farm.tasks.open_groups(GROUPS_PER_TICK)
             for task_id in set(requests) - set(open_now):

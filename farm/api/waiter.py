@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 
 from farm import keys
+from farm.background import raise_if_stopping, stop_all
 from farm.jobs.store import AsyncJobStore, JobPeek
 from farm.outage import redis_outage, report
 from farm.text import as_text
@@ -35,16 +36,15 @@ class JobWaiter:
         """The ids of those jobs, until the callback sender takes them."""
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen())
+        self._task = asyncio.create_task(self._listen(), name="result waiter")
 
     async def stop(self) -> None:
         if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop_all([self._task])
 
     async def _listen(self) -> None:
         while True:
+            raise_if_stopping()
             pubsub = self.r.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(keys.DONE_CHANNEL, keys.CALLBACKS_DUE_CHANNEL)

@@ -58,7 +58,7 @@ def exposed_api(redis_server: EmbeddedRedis) -> Iterator[int]:
         [sys.executable, "-m", "farm.cli", "api", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_answering(f"http://127.0.0.1:{port}/healthz", 60, what="the API", interval_s=0.2)
