@@ -6,6 +6,7 @@ comes out of the round as a TimeoutError, which the loop reports and sleeps on."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import pytest
@@ -30,10 +31,8 @@ async def reporting_loop(rounds: list[int], checks: bool) -> None:
         if checks:
             raise_if_stopping()
         rounds.append(1)
-        try:
+        with contextlib.suppress(Exception):  # "round failed; retrying"
             await round_losing_its_first_cancel(rounds)
-        except Exception:
-            pass  # "round failed; retrying"
         await asyncio.sleep(0.5)
 
 
@@ -78,7 +77,7 @@ def test_stop_all_ends_a_loop_that_does_not_check_by_cancelling_again() -> None:
     assert cancelled and took < 2
 
 
-def test_stop_all_leaves_a_task_that_never_ends_after_its_grace_logged(caplog: pytest.LogCaptureFixture) -> None:
+def test_stop_all_leaves_a_task_that_never_ends_logged(caplog: pytest.LogCaptureFixture) -> None:
     async def stubborn() -> None:
         while True:
             try:
