@@ -32,6 +32,7 @@ def redis_server_binary() -> str:
 
 
 _HANDED_OUT: set[int] = set()
+PORT_ATTEMPTS = 5
 
 
 def free_port() -> int:
@@ -56,20 +57,39 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 
 @dataclass
 class EmbeddedRedis:
-    """A redis-server child process; `url` is ready when `start()` returns."""
+    """A redis-server child process; `url` is ready when `start()` returns.
 
-    port: int = field(default_factory=free_port)
+    Without a port it takes a free one, and takes another if that one is gone by the time the server binds
+    it (another test process, or an outgoing connection, got it first). Ready means the server answering
+    is this process's own: a server that cannot bind exits, and a ping in that moment could reach whoever
+    holds the port."""
+
+    port: int = 0
+    """0: a free port, chosen now."""
     appendonly: bool = False
     directory: str | None = None
     process: subprocess.Popen[bytes] | None = None
     extra: tuple[str, ...] = ()
     """More redis-server arguments."""
 
+    def __post_init__(self) -> None:
+        self._chosen = self.port == 0
+        self.port = self.port or free_port()
+
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
+        for attempt in range(PORT_ATTEMPTS if self._chosen else 1):
+            if attempt:
+                self.port = free_port()
+            if self._start_once(timeout_s):
+                return self
+        raise RuntimeError(f"redis-server could not bind port {self.port}")
+
+    def _start_once(self, timeout_s: float) -> bool:
+        """False when this server could not have the port."""
         self.directory = self.directory or tempfile.mkdtemp(prefix="farm-redis-")
         args = [
             redis_server_binary(),
@@ -94,16 +114,20 @@ class EmbeddedRedis:
         )
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                client.ping()
-                return self
-            except redis.ConnectionError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server on port {self.port} did not start") from None
+        try:
+            while self.process.poll() is None:
+                try:
+                    if int(client.info("server")["process_id"]) == self.process.pid:
+                        return True
+                except redis.ConnectionError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout_s} s")
                 time.sleep(0.02)
-            finally:
-                client.close()
+            return False  # exited: the port was taken
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

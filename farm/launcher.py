@@ -217,7 +217,7 @@ class LocalFarm:
             if port and port_in_use(port):
                 raise FarmStartError(f"port {port} in use")
         if self.redis_url is None:
-            self._redis = EmbeddedRedis(port=self.redis_port or free_port()).start()
+            self._redis = EmbeddedRedis(port=self.redis_port or 0).start()
             self.redis_url = self._redis.url
         elif not redis_answers(self.redis_url, settings=self.redis_settings()):
             raise FarmStartError(f"Redis at {mask_url(self.redis_url)} does not answer (FARM_REDIS_URL)")
