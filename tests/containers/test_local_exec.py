@@ -86,8 +86,10 @@ def test_cancel_during_a_long_command_returns_fast_and_kills_it(sandbox: Sandbox
     _wait_running(sandbox, "sleep")
     started = time.monotonic()
     reply = sandbox.cancel()
-    assert time.monotonic() - started < 1.0
-    worker.join(timeout=2)
+    worker.join(timeout=10)
+    # Well under the command's 60 s: the cancel did not wait for it (a bound of 1 s, a latency figure
+    # rather than this behaviour, failed on a loaded machine).
+    assert time.monotonic() - started < 10
     assert not worker.is_alive()
     assert reply["commands"] == 1
     assert results[0].cancelled and results[0].exit_code == -9 and "never" not in results[0].stdout
