@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import grp
 import logging
 import os
+import pwd
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +57,48 @@ def uid_range(environ: dict[str, str] | os._Environ[str] = os.environ) -> tuple[
     if environ.get("FARM_SANDBOX_UID"):
         return None
     raw = environ.get("FARM_SANDBOX_UID_RANGE", "").strip()
-    if not raw:
-        return DEFAULT_UID_RANGE
-    first, _, count = raw.partition(":")
-    return int(first), int(count or 1)
+    return _checked_range(raw) if raw else DEFAULT_UID_RANGE
+
+
+SUBORDINATE_TABLES = ("/etc/subuid", "/etc/subgid")
+
+
+@functools.lru_cache(maxsize=8)
+def _checked_range(raw: str) -> tuple[int, int]:
+    """FARM_SANDBOX_UID_RANGE parsed, refused (ValueError naming the setting) where a sandbox would share a
+    uid with an account of the host or a user's subordinate range (/etc/subuid, /etc/subgid): a sandbox
+    running as that uid could read and write that user's files, or its rootless containers'."""
+    first_s, _, count_s = raw.partition(":")
+    try:
+        first, count = int(first_s), int(count_s or 1)
+    except ValueError:
+        raise ValueError(
+            f"FARM_SANDBOX_UID_RANGE={raw!r}: expected FIRST:COUNT, e.g. 1879048192:65536"
+        ) from None
+    if first <= 0 or count < 1 or first + count > 2**32 - 1:
+        raise ValueError(f"FARM_SANDBOX_UID_RANGE={raw!r}: uids must lie in 1..4294967294")
+    for owner, start, size in _taken_uids():
+        if start < first + count and first < start + size:
+            raise ValueError(
+                f"FARM_SANDBOX_UID_RANGE={raw!r} overlaps {owner} ({start}..{start + size - 1}): a sandbox "
+                "would run as a uid that owns files on this host; choose a range no account or subordinate "
+                f"range uses (the default is {DEFAULT_UID_RANGE[0]}:{DEFAULT_UID_RANGE[1]})"
+            )
+    return first, count
+
+
+def _taken_uids() -> list[tuple[str, int, int]]:
+    """(what, first uid or gid, how many): the host's accounts and groups and its subordinate ranges."""
+    taken = [(f"the account {u.pw_name}", u.pw_uid, 1) for u in pwd.getpwall()]
+    taken += [(f"the group {g.gr_name}", g.gr_gid, 1) for g in grp.getgrall()]
+    for table in SUBORDINATE_TABLES:
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines():
+                name, _, rest = line.strip().partition(":")
+                start, _, size = rest.partition(":")
+                if start.isdigit() and size.isdigit():
+                    taken.append((f"{name}'s range in {table}", int(start), int(size)))
+    return taken
 
 
 def host_identity(environ: dict[str, str] | os._Environ[str] = os.environ) -> HostIdentity | None:

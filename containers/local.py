@@ -36,6 +36,7 @@ from containers.identity import (
     launcher_preexec,
     release_identity,
     stage_dir,
+    uid_range,
 )
 from containers.launch import (
     IMAGE_LIB_DIR,
@@ -279,6 +280,10 @@ def _await_uid_map(pid: int, deadline: float) -> None:
 def host_problems() -> list[str]:
     """One line per sandbox capability this process cannot provide, with the cause and the fix (a worker
     logs them at start): networking, and hiding the project's checkout from sandboxes."""
+    try:
+        uid_range()
+    except ValueError as exc:
+        return [f"no sandbox can start: {exc}"]  # the other checks need the sandboxes' identity
     problems = []
     if problem := network_unavailable():
         problems.append(problem)
@@ -328,7 +333,7 @@ class LocalRuntime:
         control.mkdir()
         try:
             identity = claim_identity(str(sandbox_dir))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: FARM_SANDBOX_UID_RANGE refused
             remove_sandbox_dir(sandbox_dir)
             raise SandboxStartError(str(exc)) from None
         if identity is not None:  # the sandbox's host uid owns what it may write, nothing else

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from containers.identity import claim_identity, release_identity, uid_range
-from containers.local import LocalRuntime
+from containers.identity import _checked_range, claim_identity, release_identity, uid_range
+from containers.local import LocalRuntime, host_problems
 from containers.spec import SandboxSpec
 from tests.waiting import wait_until
 
@@ -82,3 +82,43 @@ def test_uids_are_claimed_lowest_first_released_and_reclaimed_when_stale(
     assert (stale := claim_identity(str(tmp_path / "e"))) is not None and stale.uid == 1879113000
     for uid, directory in ((1879113000, tmp_path / "e"), (1879113001, dirs[3]), (1879113002, dirs[2])):
         release_identity(uid, str(directory))
+
+
+def _range_refusal(monkeypatch: pytest.MonkeyPatch, raw: str) -> str | None:
+    monkeypatch.delenv("FARM_SANDBOX_UID", raising=False)
+    monkeypatch.setenv("FARM_SANDBOX_UID_RANGE", raw)
+    _checked_range.cache_clear()
+    try:
+        uid_range()
+    except ValueError as exc:
+        return str(exc)
+    finally:
+        _checked_range.cache_clear()
+    return None
+
+
+def test_a_range_that_would_share_a_uid_with_an_account_or_subordinate_range_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sandbox running as a uid that owns files on the host (an account, a group, a user's rootless
+    container range) could read and write them: such a range is refused, naming the setting and the owner."""
+    subuid = tmp_path / "subuid"
+    subuid.write_text("builder:1700000000:65536\n")
+    monkeypatch.setattr("containers.identity.SUBORDINATE_TABLES", (str(subuid),))
+    nobody = _range_refusal(monkeypatch, "65530:10")
+    assert nobody and "FARM_SANDBOX_UID_RANGE" in nobody and "nobody" in nobody
+    sub = _range_refusal(monkeypatch, "1700065000:1000")
+    assert sub and "builder's range" in sub
+    assert "FIRST:COUNT" in (_range_refusal(monkeypatch, "lots") or "")
+    assert _range_refusal(monkeypatch, "0:5") is not None
+    assert _range_refusal(monkeypatch, "1879113000:3") is None  # the control: a range nobody uses
+
+
+def test_a_refused_range_is_said_at_worker_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FARM_SANDBOX_UID", raising=False)
+    monkeypatch.setenv("FARM_SANDBOX_UID_RANGE", "65530:10")
+    _checked_range.cache_clear()
+    try:
+        assert any("no sandbox can start" in p and "nobody" in p for p in host_problems())
+    finally:
+        _checked_range.cache_clear()
