@@ -44,6 +44,7 @@ async def publish_weights(body: PublishRequest, farm: FarmState = Depends(farm_s
         removed=sum(r.removed for r in reports),
         in_flight=sum(r.in_flight for r in reports),
         aborted=sum(counted) if counted else None,
+        aborts_uncounted=len(reports) - len(counted),
         seconds=time.monotonic() - started,
     )
 

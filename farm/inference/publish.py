@@ -47,6 +47,7 @@ class PublishOutcome:
     steps: list[str]
     in_flight: int
     aborted: int | None
+    aborted_unknown: str | None
     seconds: float
     reason: str | None
 
@@ -71,6 +72,8 @@ class PublishCall:
     pause: str
     http: httpx.AsyncClient
     steps: list[str] = field(default_factory=list)
+    aborts_unknown: str | None = None
+    """Why `aborts()` gave None: the server's metrics unreadable, or no abort counter in them."""
 
     @property
     def root(self) -> str:
@@ -92,11 +95,17 @@ class PublishCall:
             return None
 
     async def aborts(self) -> int | None:
+        """The server's aborted-request count now; None with `aborts_unknown` saying why."""
         try:
             answer = await self.http.get(f"{self.root}/metrics")
-        except httpx.HTTPError:
+        except httpx.HTTPError as exc:
+            self.aborts_unknown = f"GET /metrics failed: {type(exc).__name__}"
             return None
-        if answer.status_code != 200 or "vllm:request_success_total" not in answer.text:
+        if answer.status_code != 200:
+            self.aborts_unknown = f"GET /metrics answered {answer.status_code}"
+            return None
+        if "vllm:request_success_total" not in answer.text:
+            self.aborts_unknown = "the server's /metrics has no vllm:request_success_total counter"
             return None
         return aborted_count(answer.text)
 
@@ -119,6 +128,7 @@ async def _vllm(call: PublishCall, paused: Callable[[], Awaitable[None]]) -> tup
 
 
 async def _sglang(call: PublishCall, paused: Callable[[], Awaitable[None]]) -> tuple[str | None, int | None]:
+    call.aborts_unknown = "SGLang exposes no aborted-request count (abort_all_requests is sent false)"
     mode = "in_place" if call.pause == "keep" else "retract"
     await call.call("POST", "/pause_generation", json={"mode": mode})
     try:
@@ -185,6 +195,7 @@ async def publish_to(
         steps=call.steps,
         in_flight=in_flight,
         aborted=aborted,
+        aborted_unknown=None if aborted is not None else call.aborts_unknown or "the publish did not finish",
         seconds=time.monotonic() - started,
         reason=reason,
     )

@@ -40,7 +40,10 @@ class BackendPublish(BaseModel):
     """Model calls the farm had running on this backend when it was paused."""
     aborted: int | None = None
     """Requests the server aborted across the publish (vLLM: its `vllm:request_success_total`
-    `finished_reason="abort"` counter before and after); None: the server does not count them."""
+    `finished_reason="abort"` counter before and after); None: not known, `aborted_unknown` says why."""
+    aborted_unknown: str | None = None
+    """Why `aborted` is None: the server counts no aborts (SGLang), its metrics could not be read, or the
+    publish failed before the count after it."""
     seconds: float = 0.0
     removed: bool = False
     """The update could not be confirmed: the backend left the pool (`reason` says why)."""
@@ -55,5 +58,8 @@ class PublishResult(BaseModel):
     removed: int
     in_flight: int
     aborted: int | None
-    """Summed over the backends that count aborts; None when none does."""
+    """Summed over the backends whose aborts were counted; None when none was."""
+    aborts_uncounted: int = 0
+    """Backends whose aborts are not known (each one's `aborted_unknown` says why): `aborted` leaves them
+    out."""
     seconds: float

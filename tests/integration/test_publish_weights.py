@@ -54,6 +54,9 @@ def test_unconfirmed_publish_leaves_the_pool_with_the_servers_reason(
         assert report.steps == STEPS[kind]
         assert not report.confirmed and report.removed and result.removed == 1 and result.confirmed == 0
         assert report.reason is not None and "has no weights to load" in report.reason
+        unknown = {"vllm": "the publish did not finish", "sglang": "SGLang exposes no aborted-request count"}
+        assert report.aborted is None and unknown[kind] in (report.aborted_unknown or "")
+        assert result.aborted is None and result.aborts_uncounted == 1
         assert farm.llm_servers() == []
     if kind == "vllm":
         assert httpx.get(f"{root}/is_paused").json() == {"is_paused": False}
