@@ -4,9 +4,10 @@ callbacks, and final_result. One handler per task domain, registered by name."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import TypeVar
 
 from farm.handler.context import JobContext
 from farm.jobs.store import terminal_result
@@ -51,42 +52,53 @@ class EvalOutput(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class AgentHandler(ABC):
+InstanceT = TypeVar("InstanceT", bound=HandlerInstance, default=Any)
+"""A handler's instance model; an unparameterized `AgentHandler` (as written before) means Any."""
+
+
+class AgentHandler(ABC, Generic[InstanceT]):
+    """Generic over its instance model: `class MathHandler(AgentHandler[MathInstance])` sees
+    `ctx.instance` as a MathInstance in every stage."""
+
     name: ClassVar[str]
-    instance_model: ClassVar[type[HandlerInstance]] = HandlerInstance
+    instance_model: type[InstanceT] = cast("type[InstanceT]", HandlerInstance)
+    """The model of this handler's instances (the default: `handler` and `id` only; the cast: a type
+    variable's attribute can have no concrete default in the generic base)."""
     node_local: ClassVar[bool] = True
     """init leaves state on its node (a sandbox, a workspace) that only that node's run stage can use."""
 
-    def validate(self, instance: dict[str, Any]) -> HandlerInstance:
+    def validate(self, instance: dict[str, Any]) -> InstanceT:
         """Raises pydantic.ValidationError naming the offending field; the API answers 422."""
         return self.instance_model.model_validate(instance)
 
     @abstractmethod
-    def init(self, ctx: JobContext) -> dict[str, Any]:
+    def init(self, ctx: JobContext[InstanceT]) -> dict[str, Any]:
         """Prepare the environment; the returned JSON state is handed to run, eval and teardown."""
 
     @abstractmethod
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
+    def run(self, ctx: JobContext[InstanceT], state: dict[str, Any]) -> RunOutput:
         """Drive the agent. Return partial traces with outcome timeout/cancelled when interrupted."""
 
     @abstractmethod
-    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
+    def eval(self, ctx: JobContext[InstanceT], state: dict[str, Any], run: RunOutput) -> EvalOutput:
         """Score the outcome from artifacts (or a fresh environment)."""
 
-    def prewarm(self, stages: set[str]) -> None:  # noqa: B027 (optional hook)
+    def prewarm(self, stages: set[str]) -> None:
         """Called once in every worker before it takes work, with the stages that worker serves: load
         what the first job would otherwise pay for (a grader's caches, a model, an image)."""
 
-    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
+    def teardown(self, ctx: JobContext[InstanceT], state: dict[str, Any]) -> None:
         """Release what init made. Called after run on every outcome, and when init fails."""
 
-    def init_exception(self, ctx: JobContext, exc: BaseException) -> JobResult:
+    def init_exception(self, ctx: JobContext[InstanceT], exc: BaseException) -> JobResult:
         return self.failed_result(ctx, "init", exc)
 
-    def run_exception(self, ctx: JobContext, exc: BaseException, state: dict[str, Any]) -> JobResult:
+    def run_exception(
+        self, ctx: JobContext[InstanceT], exc: BaseException, state: dict[str, Any]
+    ) -> JobResult:
         return self.failed_result(ctx, "run", exc)
 
-    def eval_exception(self, ctx: JobContext, exc: BaseException, run: RunOutput) -> JobResult:
+    def eval_exception(self, ctx: JobContext[InstanceT], exc: BaseException, run: RunOutput) -> JobResult:
         result = self.failed_result(ctx, "eval", exc)
         result.trajectory = Trajectory(traces=run.traces)
         result.artifacts = run.artifacts

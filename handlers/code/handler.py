@@ -129,12 +129,12 @@ def run_hidden_tests(
 
 
 @register
-class CodeHandler(AgentHandler):
+class CodeHandler(AgentHandler[CodeInstance]):
     name = "code"
     instance_model = CodeInstance
 
-    def init(self, ctx: JobContext) -> dict[str, Any]:
-        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+    def init(self, ctx: JobContext[CodeInstance]) -> dict[str, Any]:
+        inst = ctx.instance
         state = {"sandbox": start_sandbox(ctx)}
         try:
             write_files(open_sandbox(state), starter_files(inst))
@@ -143,8 +143,8 @@ class CodeHandler(AgentHandler):
             raise
         return state
 
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
-        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+    def run(self, ctx: JobContext[CodeInstance], state: dict[str, Any]) -> RunOutput:
+        inst = ctx.instance
         sandbox = open_sandbox(state)
         tools = [*sandbox_tools(sandbox, ["editor", "bash"], inst.tool_timeout_s), finish_tool()]
         config = AgentConfig(
@@ -171,8 +171,8 @@ class CodeHandler(AgentHandler):
             metadata=metadata,
         )
 
-    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
-        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+    def eval(self, ctx: JobContext[CodeInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        inst = ctx.instance
         names = list_tests(inst.hidden_tests)
         solution = run.artifacts.get("solution")
         extra: dict[str, Any] = {}
@@ -204,5 +204,5 @@ class CodeHandler(AgentHandler):
             metadata={**report.metadata(), **extra},
         )
 
-    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
+    def teardown(self, ctx: JobContext[CodeInstance], state: dict[str, Any]) -> None:
         stop_sandbox(state)

@@ -48,12 +48,12 @@ def user_prompt(inst: SweInstance, workdir: str) -> str:
 
 
 @register
-class SweHandler(AgentHandler):
+class SweHandler(AgentHandler[SweInstance]):
     name = "swe"
     instance_model = SweInstance
 
-    def init(self, ctx: JobContext) -> dict[str, Any]:
-        inst: SweInstance = ctx.instance  # type: ignore[assignment]
+    def init(self, ctx: JobContext[SweInstance]) -> dict[str, Any]:
+        inst = ctx.instance
         check_source(inst, network=bool(ctx.spec.runtime.get("network", False)))
         env = sandbox_env(ctx.spec.runtime)
         state: dict[str, Any] = {"sandbox": start_sandbox(ctx, ro_binds=source_binds(inst), env=env)}
@@ -65,8 +65,8 @@ class SweHandler(AgentHandler):
             raise
         return state
 
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
-        inst: SweInstance = ctx.instance  # type: ignore[assignment]
+    def run(self, ctx: JobContext[SweInstance], state: dict[str, Any]) -> RunOutput:
+        inst = ctx.instance
         sandbox = open_sandbox(state)
         config = AgentConfig(
             max_turns=inst.max_turns,
@@ -102,8 +102,8 @@ class SweHandler(AgentHandler):
             },
         )
 
-    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
-        inst: SweInstance = ctx.instance  # type: ignore[assignment]
+    def eval(self, ctx: JobContext[SweInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        inst = ctx.instance
         if ctx.spec.evaluator.get("strategy") == "swebench":
             inst = inst.model_copy(update={"evaluator": "swebench"})
         verdict = evaluate_patch(
@@ -133,5 +133,5 @@ class SweHandler(AgentHandler):
             },
         )
 
-    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
+    def teardown(self, ctx: JobContext[SweInstance], state: dict[str, Any]) -> None:
         stop_sandbox(state)
