@@ -3,7 +3,10 @@ callbacks, and final_result. One handler per task domain, registered by name."""
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -90,18 +93,27 @@ class AgentHandler(ABC, Generic[InstanceT]):
     def teardown(self, ctx: JobContext[InstanceT], state: dict[str, Any]) -> None:
         """Release what init made. Called after run on every outcome, and when init fails."""
 
-    def init_exception(self, ctx: JobContext[InstanceT], exc: BaseException) -> JobResult:
+    # The three exception callbacks share one signature (as Celery's on_failure/on_retry/on_success do):
+    # the stage's context, what it raised, what init made (`state`: {} when init itself raised) and the
+    # run's output (`run`: in eval only, else None). Each returns the job's terminal result.
+
+    def init_exception(
+        self, ctx: JobContext[InstanceT], exc: BaseException, state: dict[str, Any], run: RunOutput | None
+    ) -> JobResult:
         return self.failed_result(ctx, "init", exc)
 
     def run_exception(
-        self, ctx: JobContext[InstanceT], exc: BaseException, state: dict[str, Any]
+        self, ctx: JobContext[InstanceT], exc: BaseException, state: dict[str, Any], run: RunOutput | None
     ) -> JobResult:
         return self.failed_result(ctx, "run", exc)
 
-    def eval_exception(self, ctx: JobContext[InstanceT], exc: BaseException, run: RunOutput) -> JobResult:
+    def eval_exception(
+        self, ctx: JobContext[InstanceT], exc: BaseException, state: dict[str, Any], run: RunOutput | None
+    ) -> JobResult:
         result = self.failed_result(ctx, "eval", exc)
-        result.trajectory = Trajectory(traces=run.traces)
-        result.artifacts = run.artifacts
+        if run is not None:
+            result.trajectory = Trajectory(traces=run.traces)
+            result.artifacts = run.artifacts
         return result
 
     def final_result(self, ctx: JobContext, run: RunOutput, evaluation: EvalOutput) -> JobResult:
@@ -125,3 +137,25 @@ class AgentHandler(ABC, Generic[InstanceT]):
 
     def failed_result(self, ctx: JobContext, stage: str, exc: BaseException) -> JobResult:
         return terminal_result(ctx, JobState.failed, StageError.of(stage, exc))
+
+
+ExceptionHook = Callable[[JobContext[Any], BaseException, dict[str, Any], RunOutput | None], JobResult]
+_OLD_ARGUMENTS: dict[str, Callable[[dict[str, Any], RunOutput | None], tuple[Any, ...]]] = {
+    "init": lambda state, run: (),
+    "run": lambda state, run: (state,),
+    "eval": lambda state, run: (run or RunOutput(),),
+}
+"""What each callback took after (ctx, exc) before they shared a signature."""
+
+
+def exception_hook(handler: AgentHandler, stage: str) -> ExceptionHook:
+    """`handler`'s exception callback of `stage`. One written to the old signatures (init: ctx, exc;
+    run: ctx, exc, state; eval: ctx, exc, run) still works, with a DeprecationWarning."""
+    hook: Callable[..., JobResult] = getattr(handler, f"{stage}_exception")
+    try:
+        inspect.signature(hook).bind(None, None, None, None)
+    except TypeError:
+        name = f"{type(handler).__name__}.{stage}_exception"
+        warnings.warn(f"{name} takes the old arguments; take (ctx, exc, state, run)", DeprecationWarning, 2)
+        return lambda ctx, exc, state, run: hook(ctx, exc, *_OLD_ARGUMENTS[stage](state, run))
+    return hook
