@@ -56,13 +56,11 @@ class EvalOutput(BaseModel):
 
 
 InstanceT = TypeVar("InstanceT", bound=HandlerInstance, default=Any)
-"""A handler's instance model; an unparameterized `AgentHandler` (as written before) means Any."""
+"""A handler's instance model: `AgentHandler[MathInstance]` sees `ctx.instance` as a MathInstance in
+every stage, no cast; an unparameterized `AgentHandler` (as written before) means Any."""
 
 
 class AgentHandler(ABC, Generic[InstanceT]):
-    """Generic over its instance model: `class MathHandler(AgentHandler[MathInstance])` sees
-    `ctx.instance` as a MathInstance in every stage."""
-
     name: ClassVar[str]
     instance_model: type[InstanceT] = cast("type[InstanceT]", HandlerInstance)
     """The model of this handler's instances (the default: `handler` and `id` only; the cast: a type
@@ -93,28 +91,15 @@ class AgentHandler(ABC, Generic[InstanceT]):
     def teardown(self, ctx: JobContext[InstanceT], state: dict[str, Any]) -> None:
         """Release what init made. Called after run on every outcome, and when init fails."""
 
-    # The three exception callbacks share one signature (as Celery's on_failure/on_retry/on_success do):
-    # the stage's context, what it raised, what init made (`state`: {} when init itself raised) and the
-    # run's output (`run`: in eval only, else None). Each returns the job's terminal result.
-
     def init_exception(
         self, ctx: JobContext[InstanceT], exc: BaseException, state: dict[str, Any], run: RunOutput | None
     ) -> JobResult:
-        return self.failed_result(ctx, "init", exc)
+        """The job's terminal result when its stage raised `exc`. The three exception callbacks share
+        this signature (as Celery's on_failure/on_retry/on_success share theirs) and this default:
+        `state` is what init made ({} when init itself raised), `run` the run's output (eval only)."""
+        return self.failed_result(ctx, ctx.stage, exc, run)
 
-    def run_exception(
-        self, ctx: JobContext[InstanceT], exc: BaseException, state: dict[str, Any], run: RunOutput | None
-    ) -> JobResult:
-        return self.failed_result(ctx, "run", exc)
-
-    def eval_exception(
-        self, ctx: JobContext[InstanceT], exc: BaseException, state: dict[str, Any], run: RunOutput | None
-    ) -> JobResult:
-        result = self.failed_result(ctx, "eval", exc)
-        if run is not None:
-            result.trajectory = Trajectory(traces=run.traces)
-            result.artifacts = run.artifacts
-        return result
+    run_exception = eval_exception = init_exception
 
     def final_result(self, ctx: JobContext, run: RunOutput, evaluation: EvalOutput) -> JobResult:
         # The request metadata (group_id, policy_version...) is promised on every trace; the trace's own
@@ -135,17 +120,17 @@ class AgentHandler(ABC, Generic[InstanceT]):
             metadata={**ctx.metadata, "finish_reason": run.finish_reason, **evaluation.metadata},
         )
 
-    def failed_result(self, ctx: JobContext, stage: str, exc: BaseException) -> JobResult:
-        return terminal_result(ctx, JobState.failed, StageError.of(stage, exc))
+    def failed_result(
+        self, ctx: JobContext, stage: str, exc: BaseException, run: RunOutput | None = None
+    ) -> JobResult:
+        """`failed`, with the run's traces and artifacts when there is a run (an eval that raised)."""
+        kept = (
+            {} if run is None else {"trajectory": Trajectory(traces=run.traces), "artifacts": run.artifacts}
+        )
+        return terminal_result(ctx, JobState.failed, StageError.of(stage, exc), **kept)
 
 
 ExceptionHook = Callable[[JobContext[Any], BaseException, dict[str, Any], RunOutput | None], JobResult]
-_OLD_ARGUMENTS: dict[str, Callable[[dict[str, Any], RunOutput | None], tuple[Any, ...]]] = {
-    "init": lambda state, run: (),
-    "run": lambda state, run: (state,),
-    "eval": lambda state, run: (run or RunOutput(),),
-}
-"""What each callback took after (ctx, exc) before they shared a signature."""
 
 
 def exception_hook(handler: AgentHandler, stage: str) -> ExceptionHook:
@@ -157,5 +142,7 @@ def exception_hook(handler: AgentHandler, stage: str) -> ExceptionHook:
     except TypeError:
         name = f"{type(handler).__name__}.{stage}_exception"
         warnings.warn(f"{name} takes the old arguments; take (ctx, exc, state, run)", DeprecationWarning, 2)
-        return lambda ctx, exc, state, run: hook(ctx, exc, *_OLD_ARGUMENTS[stage](state, run))
+        return lambda ctx, exc, state, run: hook(
+            ctx, exc, *{"run": (state,), "eval": (run or RunOutput(),)}.get(stage, ())
+        )
     return hook
