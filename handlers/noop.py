@@ -12,7 +12,6 @@ from pydantic import Field
 from containers.errors import SandboxError
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
-from farm.handler.registry import register
 
 
 class NoopInstance(HandlerInstance):
@@ -42,7 +41,6 @@ class StageFailure(RuntimeError):
     pass
 
 
-@register
 class NoopHandler(AgentHandler[NoopInstance]):
     name = "noop"
     instance_model = NoopInstance

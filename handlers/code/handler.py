@@ -38,7 +38,6 @@ from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
-from farm.handler.registry import register
 from handlers.code.grading import RUNNER_SOURCE, TestReport, list_tests, parse_report, runner_request
 from handlers.code.instance import CodeInstance
 from handlers.code.prompting import SOLUTION_PATH, SYSTEM_PROMPT, starter_files, user_message
@@ -128,7 +127,6 @@ def run_hidden_tests(
     )
 
 
-@register
 class CodeHandler(AgentHandler[CodeInstance]):
     name = "code"
     instance_model = CodeInstance

@@ -24,7 +24,6 @@ from farm.builders import builder_names
 from farm.errors import JobCancelled, LeaseLost, WorkerDraining
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
-from farm.handler.registry import register
 from handlers.evaluation_guard import implicit_files, sandbox_lost_by_rollout
 from handlers.harness.adapters import HarnessInputs, HarnessPlan, get_adapter
 from handlers.harness.evaluators import FreshRuntime, HarnessEvaluator, RunFacts, resolve
@@ -59,7 +58,6 @@ def harness_budget(remaining: float, harness_timeout: float | None) -> tuple[flo
     return budget, "job"
 
 
-@register
 class HarnessHandler(AgentHandler[HarnessInstance]):
     name = "harness"
     instance_model = HarnessInstance

@@ -12,7 +12,6 @@ from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
-from farm.handler.registry import register
 from handlers.math.grading import extract_boxed, is_equivalent
 from handlers.math.python_tool import exec_python_tool
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
@@ -38,7 +37,6 @@ class MathInstance(HandlerInstance, AgentLimits):
     start per rollout, so it pays off only for long, stateful sessions)."""
 
 
-@register
 class MathHandler(AgentHandler[MathInstance]):
     name = "math"
     instance_model = MathInstance

@@ -15,7 +15,6 @@ from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
-from farm.handler.registry import register
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
 from handlers.swe.evaluation import evaluate_patch
 from handlers.swe.instance import SweInstance
@@ -47,7 +46,6 @@ def user_prompt(inst: SweInstance, workdir: str) -> str:
     )
 
 
-@register
 class SweHandler(AgentHandler[SweInstance]):
     name = "swe"
     instance_model = SweInstance
