@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypeVar
 
 from farm.handler.context import JobContext
-from farm.jobs.store import terminal_result
+from farm.jobs.record import terminal_result
 from farm.models.results import JobResult, JobState, StageError, Trace, Trajectory
 from farm.models.unknown_fields import NEAR_MISS, closest, unknown_field_message
 

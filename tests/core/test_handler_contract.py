@@ -1,5 +1,6 @@
-"""One way in for a handler: the `rollout_farm.handlers` entry point group. The built-ins use it like any
-third-party package (pyproject.toml), and a process finds them without importing the `handlers` package."""
+"""The handler contract (farm/handler/) from a handler package's side: one way in, the
+`rollout_farm.handlers` entry point group, which the built-ins use like any third-party package
+(pyproject.toml); and what importing the contract brings along (no job store, no Redis client)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,13 @@ def test_no_handler_registers_itself_on_import() -> None:
         if "repos" not in path.parts and "farm.handler.registry import" in path.read_text()
     ]
     assert callers == []
+
+
+def test_importing_the_contract_brings_no_store_and_no_redis_client() -> None:
+    probe = (
+        "import sys, farm.handler.protocol, farm.handler.registry\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'celery', 'kombu')"
+        " or m.startswith(('farm.jobs.store', 'farm.jobs.ops', 'farm.redis'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
