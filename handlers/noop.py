@@ -47,9 +47,8 @@ class NoopHandler(AgentHandler[NoopInstance]):
     node_local = False
 
     def _maybe_fail(self, ctx: JobContext[NoopInstance], stage: str) -> None:
-        inst = ctx.instance
-        if inst.fail_stage == stage and _knobs_apply(ctx):
-            if inst.fail_as == "sandbox_lost":
+        if ctx.instance.fail_stage == stage and _knobs_apply(ctx):
+            if ctx.instance.fail_as == "sandbox_lost":
                 raise SandboxError(f"{stage}: sandbox lost on purpose")
             raise StageFailure(f"{stage} failed on purpose")
 

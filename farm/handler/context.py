@@ -48,8 +48,7 @@ class TokenGenerator(Protocol):
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation: ...
 
 
-InstanceT = TypeVar("InstanceT", bound=BaseModel, default=Any, covariant=True)
-"""The handler's instance model: a handler's stages see `ctx.instance` as its own model, no cast."""
+InstanceT = TypeVar("InstanceT", bound=BaseModel, default=Any, covariant=True)  # the handler's instance model
 
 
 @dataclass

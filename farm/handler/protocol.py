@@ -62,9 +62,8 @@ every stage, no cast; an unparameterized `AgentHandler` (as written before) mean
 
 class AgentHandler(ABC, Generic[InstanceT]):
     name: ClassVar[str]
-    instance_model: type[InstanceT] = cast("type[InstanceT]", HandlerInstance)
-    """The model of this handler's instances (the default: `handler` and `id` only; the cast: a type
-    variable's attribute can have no concrete default in the generic base)."""
+    instance_model: type[InstanceT] = cast("type[InstanceT]", HandlerInstance)  # (a generic default)
+    """The model of this handler's instances (by default `handler` and `id` only)."""
     node_local: ClassVar[bool] = True
     """init leaves state on its node (a sandbox, a workspace) that only that node's run stage can use."""
 

@@ -29,11 +29,8 @@ class UnknownHandler(KeyError):
 
 
 def register(cls: type[AgentHandler]) -> type[AgentHandler]:
-    """Deprecated: declare the class under the entry point group instead (a class registered here is
-    known only to the processes that imported its module)."""
-    warnings.warn(
-        f"register({cls.__name__}): declare it as a {ENTRY_POINT_GROUP} entry point", DeprecationWarning, 2
-    )
+    """Deprecated: a class registered here is known only to the processes that imported its module."""
+    warnings.warn(f"register({cls.__name__}): use the {ENTRY_POINT_GROUP} entry point", DeprecationWarning, 2)
     _classes[cls.name] = cls
     return cls
 

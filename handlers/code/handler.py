@@ -132,10 +132,9 @@ class CodeHandler(AgentHandler[CodeInstance]):
     instance_model = CodeInstance
 
     def init(self, ctx: JobContext[CodeInstance]) -> dict[str, Any]:
-        inst = ctx.instance
         state = {"sandbox": start_sandbox(ctx)}
         try:
-            write_files(open_sandbox(state), starter_files(inst))
+            write_files(open_sandbox(state), starter_files(ctx.instance))
         except BaseException:
             stop_sandbox(state)  # the farm tears down only what a returned state names
             raise

@@ -199,8 +199,7 @@ class HarnessHandler(AgentHandler[HarnessInstance]):
             artifacts.update(evaluator.collect(ctx, facts, evaluator_config))
 
     def eval(self, ctx: JobContext[HarnessInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
-        inst = ctx.instance
-        evaluator, config = resolve(ctx.spec.evaluator, inst.evaluator)
+        evaluator, config = resolve(ctx.spec.evaluator, ctx.instance.evaluator)
         if run.artifacts.get("sandbox_lost"):
             lost = {
                 "evaluator": evaluator.name,

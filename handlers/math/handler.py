@@ -42,8 +42,7 @@ class MathHandler(AgentHandler[MathInstance]):
     instance_model = MathInstance
 
     def init(self, ctx: JobContext[MathInstance]) -> dict[str, Any]:
-        inst = ctx.instance
-        warm = ["python"] if inst.python == "ipython" else []
+        warm = ["python"] if ctx.instance.python == "ipython" else []
         return {"sandbox": start_sandbox(ctx, warm_tools=warm)}
 
     def tools(self, inst: MathInstance, state: dict[str, Any]) -> list[FunctionTool]:
@@ -76,9 +75,8 @@ class MathHandler(AgentHandler[MathInstance]):
             is_equivalent("\\boxed{\\frac{3}{4}}", "0.75")  # the first comparison builds sympy's caches
 
     def eval(self, ctx: JobContext[MathInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
-        inst = ctx.instance
         final = run.artifacts.get("final_text") or ""
-        correct = run.finish_reason == "answer" and is_equivalent(final, inst.answer)
+        correct = run.finish_reason == "answer" and is_equivalent(final, ctx.instance.answer)
         return EvalOutput(reward=1.0 if correct else 0.0, metadata={"correct": correct})
 
     def teardown(self, ctx: JobContext[MathInstance], state: dict[str, Any]) -> None:

@@ -98,7 +98,7 @@ class OldCallbacksHandler(ProbeHandler):
         return self.failed_result(ctx, "eval", exc)
 
 
-with pytest.deprecated_call(match="declare it as a rollout_farm.handlers entry point"):
+with pytest.deprecated_call(match="use the rollout_farm.handlers entry point"):
     register(ProbeHandler)  # classes of a test module have no entry point: the deprecated door still works
     register(OldCallbacksHandler)
 
