@@ -62,7 +62,7 @@ every stage, no cast; an unparameterized `AgentHandler` (as written before) mean
 
 class AgentHandler(ABC, Generic[InstanceT]):
     name: ClassVar[str]
-    instance_model: type[InstanceT] = cast("type[InstanceT]", HandlerInstance)  # (a generic default)
+    instance_model: type[InstanceT] = cast("type[InstanceT]", HandlerInstance)  # cast: a generic default
     """The model of this handler's instances (by default `handler` and `id` only)."""
     node_local: ClassVar[bool] = True
     """init leaves state on its node (a sandbox, a workspace) that only that node's run stage can use."""
