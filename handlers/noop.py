@@ -12,7 +12,6 @@ from pydantic import Field
 from containers.errors import SandboxError
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
-from farm.handler.registry import register
 
 
 class NoopInstance(HandlerInstance):
@@ -42,27 +41,25 @@ class StageFailure(RuntimeError):
     pass
 
 
-@register
-class NoopHandler(AgentHandler):
+class NoopHandler(AgentHandler[NoopInstance]):
     name = "noop"
     instance_model = NoopInstance
     node_local = False
 
-    def _maybe_fail(self, ctx: JobContext, stage: str) -> None:
-        inst: NoopInstance = ctx.instance  # type: ignore[assignment]
-        if inst.fail_stage == stage and _knobs_apply(ctx):
-            if inst.fail_as == "sandbox_lost":
+    def _maybe_fail(self, ctx: JobContext[NoopInstance], stage: str) -> None:
+        if ctx.instance.fail_stage == stage and _knobs_apply(ctx):
+            if ctx.instance.fail_as == "sandbox_lost":
                 raise SandboxError(f"{stage}: sandbox lost on purpose")
             raise StageFailure(f"{stage} failed on purpose")
 
-    def init(self, ctx: JobContext) -> dict[str, Any]:
+    def init(self, ctx: JobContext[NoopInstance]) -> dict[str, Any]:
         self._maybe_fail(ctx, "init")
-        inst: NoopInstance = ctx.instance  # type: ignore[assignment]
+        inst = ctx.instance
         _spend(ctx, inst.init_s if _knobs_apply(ctx) else 0.0, inst.busy)
         return {}
 
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
-        inst: NoopInstance = ctx.instance  # type: ignore[assignment]
+    def run(self, ctx: JobContext[NoopInstance], state: dict[str, Any]) -> RunOutput:
+        inst = ctx.instance
         self._maybe_fail(ctx, "run")
         artifacts: dict[str, Any] = {}
         if inst.generate_tokens:
@@ -77,15 +74,15 @@ class NoopHandler(AgentHandler):
                 return RunOutput(finish_reason="noop", artifacts=artifacts)
             time.sleep(min(0.01, left))
 
-    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
+    def eval(self, ctx: JobContext[NoopInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
         self._maybe_fail(ctx, "eval")
-        inst: NoopInstance = ctx.instance  # type: ignore[assignment]
+        inst = ctx.instance
         _spend(ctx, inst.eval_s if _knobs_apply(ctx) else 0.0, inst.busy)
         return EvalOutput(reward=inst.reward)
 
 
-def _knobs_apply(ctx: JobContext) -> bool:
-    only: list[int] | None = ctx.instance.only_samples  # type: ignore[attr-defined]
+def _knobs_apply(ctx: JobContext[NoopInstance]) -> bool:
+    only = ctx.instance.only_samples
     if only is None:
         return True
     first_attempt = not ctx.metadata.get("attempt")

@@ -22,7 +22,7 @@ from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, NoBackendAvailable, WorkerDraining
 from farm.handler.context import JobContext
-from farm.handler.protocol import AgentHandler, RunOutput
+from farm.handler.protocol import AgentHandler, RunOutput, exception_hook
 from farm.handler.registry import get_handler
 from farm.inference.errors import BackendUnavailable
 from farm.jobs.dispatch import FOLLOWING_STAGE, stage_task_id
@@ -197,18 +197,15 @@ class Handoff:
 
 
 StageWork = Callable[["Attempt", AgentHandler, JobContext, StageInputs], "Handoff | JobResult"]
-StageFailure = Callable[[AgentHandler, JobContext, BaseException, StageInputs], JobResult]
-"""The handler's exception callback of a stage, given what that callback takes from the stage's inputs."""
 
 
 @dataclass(frozen=True)
 class StageRule:
-    """One row of the stage table: two hooks of the same shape for every stage (its work, and its
-    failure: the handler's exception callback) and whether the stage holds what init made (a failure
-    tears it down)."""
+    """One row of the stage table: its work (a hook of the same shape for every stage; a failure goes
+    to the handler's `<stage>_exception`) and whether the stage holds what init made (a failure tears
+    it down)."""
 
     work: StageWork
-    failed: StageFailure
     holds_sandbox: bool
 
 
@@ -241,26 +238,10 @@ def _eval_work(attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs:
     return result.model_copy(update={"timings": ctx.timings()})
 
 
-def _init_failed(
-    handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs
-) -> JobResult:
-    return handler.init_exception(ctx, exc)
-
-
-def _run_failed(handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs) -> JobResult:
-    return handler.run_exception(ctx, exc, inputs.state)
-
-
-def _eval_failed(
-    handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs
-) -> JobResult:
-    return handler.eval_exception(ctx, exc, inputs.run or RunOutput())
-
-
 STAGE_TABLE: dict[str, StageRule] = {
-    "init": StageRule(_init_work, _init_failed, holds_sandbox=True),
-    "run": StageRule(_run_work, _run_failed, holds_sandbox=True),
-    "eval": StageRule(_eval_work, _eval_failed, holds_sandbox=False),
+    "init": StageRule(_init_work, holds_sandbox=True),
+    "run": StageRule(_run_work, holds_sandbox=True),
+    "eval": StageRule(_eval_work, holds_sandbox=False),
 }
 """init -> run -> eval. Every stage ends in one of four ways, the same for all: handed off (the next
 stage enqueued with the outputs, atomically), finished (a terminal result), interrupted (cancelled,
@@ -294,7 +275,7 @@ def _run_stage(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None
             log.exception("%s of %s failed", attempt.stage, ctx.job_id)
         if rule.holds_sandbox:
             _teardown_fenced(attempt, handler, ctx, inputs.state)
-        attempt.finish(_callback(rule.failed, handler, ctx, exc, inputs))
+        attempt.finish(_callback(handler, ctx, exc, inputs))
         return
     if isinstance(outcome, JobResult):
         attempt.finish(outcome)
@@ -325,12 +306,10 @@ def _interrupted(
     attempt.finish(terminal_result(ctx, kind, error, **inputs.captured()))
 
 
-def _callback(
-    failed: StageFailure, handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs
-) -> JobResult:
+def _callback(handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs: StageInputs) -> JobResult:
     """The handler's exception callback; if that fails too, a plain failed result."""
     try:
-        result = failed(handler, ctx, exc, inputs)
+        result = exception_hook(handler, ctx.stage)(ctx, exc, inputs.state, inputs.run)
         if isinstance(result, JobResult) and result.state.terminal:
             return result
         raise TypeError(f"{ctx.stage}_exception must return a terminal JobResult")

@@ -7,15 +7,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
+
+from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from farm.errors import JobCancelled, JobDeadlineExceeded, LeaseLost, WorkerDraining
 from farm.jobs.spec import JobSpec
 from farm.models.results import Timings
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from farm.chat.tokenizer import ChatTokenizer
     from farm.inference.generation import Generation
 
@@ -47,10 +48,13 @@ class TokenGenerator(Protocol):
     def generate(self, prompt_ids: list[int], sampling: dict[str, Any]) -> Generation: ...
 
 
+InstanceT = TypeVar("InstanceT", bound=BaseModel, default=Any, covariant=True)  # the handler's instance model
+
+
 @dataclass
-class JobContext:
+class JobContext(Generic[InstanceT]):
     spec: JobSpec
-    instance: BaseModel
+    instance: InstanceT
     stage: str
     node: str
     workdir: Path
@@ -61,7 +65,7 @@ class JobContext:
     """Time already spent, before this stage started."""
     interruption: Callable[[], str | None]
     """'revoked', 'lost', 'draining' or None: asked at every check, answered without I/O."""
-    policy_factory: Callable[[JobContext], TokenGenerator]
+    policy_factory: Callable[[JobContext[Any]], TokenGenerator]
     tokenizer_factory: Callable[[], ChatTokenizer]
     started: float = field(default_factory=time.monotonic)
 

@@ -1,10 +1,11 @@
 """Handlers by name, found through the entry point group `rollout_farm.handlers` (name = the handler's
-name, value = `module:Class`): the built-ins declare theirs in pyproject.toml like any third-party
-package, so the farm core never imports the `handlers` package. A class may also `@register` itself."""
+name, value = `module:Class`), the one way in: the built-ins declare theirs in pyproject.toml like any
+third-party package, so the farm core never imports the `handlers` package."""
 
 from __future__ import annotations
 
 import logging
+import warnings
 from importlib.metadata import entry_points
 
 from farm.handler.protocol import AgentHandler
@@ -28,6 +29,8 @@ class UnknownHandler(KeyError):
 
 
 def register(cls: type[AgentHandler]) -> type[AgentHandler]:
+    """Deprecated: a class registered here is known only to the processes that imported its module."""
+    warnings.warn(f"register({cls.__name__}): use the {ENTRY_POINT_GROUP} entry point", DeprecationWarning, 2)
     _classes[cls.name] = cls
     return cls
 
@@ -41,7 +44,8 @@ def _load() -> None:
         if ep.name in _classes:
             continue
         try:
-            register(ep.load())
+            cls = ep.load()
+            _classes[cls.name] = cls
         except Exception:  # a broken plugin must not take the farm down
             log.exception("could not load handler entry point %s", ep.value)
 

@@ -38,7 +38,6 @@ from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
-from farm.handler.registry import register
 from handlers.code.grading import RUNNER_SOURCE, TestReport, list_tests, parse_report, runner_request
 from handlers.code.instance import CodeInstance
 from handlers.code.prompting import SOLUTION_PATH, SYSTEM_PROMPT, starter_files, user_message
@@ -128,23 +127,21 @@ def run_hidden_tests(
     )
 
 
-@register
-class CodeHandler(AgentHandler):
+class CodeHandler(AgentHandler[CodeInstance]):
     name = "code"
     instance_model = CodeInstance
 
-    def init(self, ctx: JobContext) -> dict[str, Any]:
-        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+    def init(self, ctx: JobContext[CodeInstance]) -> dict[str, Any]:
         state = {"sandbox": start_sandbox(ctx)}
         try:
-            write_files(open_sandbox(state), starter_files(inst))
+            write_files(open_sandbox(state), starter_files(ctx.instance))
         except BaseException:
             stop_sandbox(state)  # the farm tears down only what a returned state names
             raise
         return state
 
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
-        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+    def run(self, ctx: JobContext[CodeInstance], state: dict[str, Any]) -> RunOutput:
+        inst = ctx.instance
         sandbox = open_sandbox(state)
         tools = [*sandbox_tools(sandbox, ["editor", "bash"], inst.tool_timeout_s), finish_tool()]
         config = AgentConfig(
@@ -171,8 +168,8 @@ class CodeHandler(AgentHandler):
             metadata=metadata,
         )
 
-    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
-        inst: CodeInstance = ctx.instance  # type: ignore[assignment]
+    def eval(self, ctx: JobContext[CodeInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        inst = ctx.instance
         names = list_tests(inst.hidden_tests)
         solution = run.artifacts.get("solution")
         extra: dict[str, Any] = {}
@@ -204,5 +201,5 @@ class CodeHandler(AgentHandler):
             metadata={**report.metadata(), **extra},
         )
 
-    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
+    def teardown(self, ctx: JobContext[CodeInstance], state: dict[str, Any]) -> None:
         stop_sandbox(state)

@@ -1,4 +1,4 @@
-"""The `harness` handler (registers itself on import): black-box agent harnesses behind the model gateway."""
+"""The `harness` handler: black-box agent harnesses behind the model gateway."""
 
 from handlers.harness.adapters import ADAPTERS, HarnessInputs, HarnessPlan, adapter_names, get_adapter
 from handlers.harness.evaluators import EVALUATORS, evaluator_names, get_evaluator, register_evaluator

@@ -24,7 +24,6 @@ from farm.builders import builder_names
 from farm.errors import JobCancelled, LeaseLost, WorkerDraining
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
-from farm.handler.registry import register
 from handlers.evaluation_guard import implicit_files, sandbox_lost_by_rollout
 from handlers.harness.adapters import HarnessInputs, HarnessPlan, get_adapter
 from handlers.harness.evaluators import FreshRuntime, HarnessEvaluator, RunFacts, resolve
@@ -59,8 +58,7 @@ def harness_budget(remaining: float, harness_timeout: float | None) -> tuple[flo
     return budget, "job"
 
 
-@register
-class HarnessHandler(AgentHandler):
+class HarnessHandler(AgentHandler[HarnessInstance]):
     name = "harness"
     instance_model = HarnessInstance
 
@@ -96,9 +94,9 @@ class HarnessHandler(AgentHandler):
             groups.append(("prepare", parse_steps(inst.prepare, "prepare")))
         return groups
 
-    def validate_job(self, ctx: JobContext) -> HarnessInstance:
+    def validate_job(self, ctx: JobContext[HarnessInstance]) -> HarnessInstance:
         """Everything that can be wrong with the job before a sandbox exists, each naming its field."""
-        inst: HarnessInstance = ctx.instance  # type: ignore[assignment]
+        inst = ctx.instance
         self.command(ctx, inst)
         self.builder(ctx, inst)
         self.prepare_steps(ctx, inst)
@@ -107,7 +105,7 @@ class HarnessHandler(AgentHandler):
 
     # ---- stages ---------------------------------------------------------------------------------------
 
-    def init(self, ctx: JobContext) -> dict[str, Any]:
+    def init(self, ctx: JobContext[HarnessInstance]) -> dict[str, Any]:
         inst = self.validate_job(ctx)
         state: dict[str, Any] = {"sandbox": start_sandbox(ctx, **sandbox_overrides())}
         try:
@@ -121,7 +119,7 @@ class HarnessHandler(AgentHandler):
             raise
         return state
 
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
+    def run(self, ctx: JobContext[HarnessInstance], state: dict[str, Any]) -> RunOutput:
         inst = self.validate_job(ctx)
         sandbox = open_sandbox(state)
         evaluator, evaluator_config = resolve(ctx.spec.evaluator, inst.evaluator)
@@ -200,9 +198,8 @@ class HarnessHandler(AgentHandler):
             )
             artifacts.update(evaluator.collect(ctx, facts, evaluator_config))
 
-    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
-        inst: HarnessInstance = ctx.instance  # type: ignore[assignment]
-        evaluator, config = resolve(ctx.spec.evaluator, inst.evaluator)
+    def eval(self, ctx: JobContext[HarnessInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        evaluator, config = resolve(ctx.spec.evaluator, ctx.instance.evaluator)
         if run.artifacts.get("sandbox_lost"):
             lost = {
                 "evaluator": evaluator.name,
@@ -214,7 +211,7 @@ class HarnessHandler(AgentHandler):
         evaluation.metadata = {"evaluator": evaluator.name, **evaluation.metadata}
         return evaluation
 
-    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
+    def teardown(self, ctx: JobContext[HarnessInstance], state: dict[str, Any]) -> None:
         stop_sandbox(state)
 
     # ---- pieces of run --------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
-from farm.handler.registry import register
 from handlers.math.grading import extract_boxed, is_equivalent
 from handlers.math.python_tool import exec_python_tool
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
@@ -38,14 +37,12 @@ class MathInstance(HandlerInstance, AgentLimits):
     start per rollout, so it pays off only for long, stateful sessions)."""
 
 
-@register
-class MathHandler(AgentHandler):
+class MathHandler(AgentHandler[MathInstance]):
     name = "math"
     instance_model = MathInstance
 
-    def init(self, ctx: JobContext) -> dict[str, Any]:
-        inst: MathInstance = ctx.instance  # type: ignore[assignment]
-        warm = ["python"] if inst.python == "ipython" else []
+    def init(self, ctx: JobContext[MathInstance]) -> dict[str, Any]:
+        warm = ["python"] if ctx.instance.python == "ipython" else []
         return {"sandbox": start_sandbox(ctx, warm_tools=warm)}
 
     def tools(self, inst: MathInstance, state: dict[str, Any]) -> list[FunctionTool]:
@@ -55,8 +52,8 @@ class MathHandler(AgentHandler):
             return [exec_python_tool(sandbox, inst.tool_timeout_s), *think]
         return sandbox_tools(sandbox, ["python", "think"], inst.tool_timeout_s)
 
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
-        inst: MathInstance = ctx.instance  # type: ignore[assignment]
+    def run(self, ctx: JobContext[MathInstance], state: dict[str, Any]) -> RunOutput:
+        inst = ctx.instance
         config = AgentConfig(
             max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens, **inst.agent_limits()
         )
@@ -77,11 +74,10 @@ class MathHandler(AgentHandler):
         if "eval" in stages:
             is_equivalent("\\boxed{\\frac{3}{4}}", "0.75")  # the first comparison builds sympy's caches
 
-    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
-        inst: MathInstance = ctx.instance  # type: ignore[assignment]
+    def eval(self, ctx: JobContext[MathInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
         final = run.artifacts.get("final_text") or ""
-        correct = run.finish_reason == "answer" and is_equivalent(final, inst.answer)
+        correct = run.finish_reason == "answer" and is_equivalent(final, ctx.instance.answer)
         return EvalOutput(reward=1.0 if correct else 0.0, metadata={"correct": correct})
 
-    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
+    def teardown(self, ctx: JobContext[MathInstance], state: dict[str, Any]) -> None:
         stop_sandbox(state)

@@ -15,7 +15,6 @@ from farm.agent.loop import AgentConfig, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
-from farm.handler.registry import register
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox
 from handlers.swe.evaluation import evaluate_patch
 from handlers.swe.instance import SweInstance
@@ -47,13 +46,12 @@ def user_prompt(inst: SweInstance, workdir: str) -> str:
     )
 
 
-@register
-class SweHandler(AgentHandler):
+class SweHandler(AgentHandler[SweInstance]):
     name = "swe"
     instance_model = SweInstance
 
-    def init(self, ctx: JobContext) -> dict[str, Any]:
-        inst: SweInstance = ctx.instance  # type: ignore[assignment]
+    def init(self, ctx: JobContext[SweInstance]) -> dict[str, Any]:
+        inst = ctx.instance
         check_source(inst, network=bool(ctx.spec.runtime.get("network", False)))
         env = sandbox_env(ctx.spec.runtime)
         state: dict[str, Any] = {"sandbox": start_sandbox(ctx, ro_binds=source_binds(inst), env=env)}
@@ -65,8 +63,8 @@ class SweHandler(AgentHandler):
             raise
         return state
 
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
-        inst: SweInstance = ctx.instance  # type: ignore[assignment]
+    def run(self, ctx: JobContext[SweInstance], state: dict[str, Any]) -> RunOutput:
+        inst = ctx.instance
         sandbox = open_sandbox(state)
         config = AgentConfig(
             max_turns=inst.max_turns,
@@ -102,8 +100,8 @@ class SweHandler(AgentHandler):
             },
         )
 
-    def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
-        inst: SweInstance = ctx.instance  # type: ignore[assignment]
+    def eval(self, ctx: JobContext[SweInstance], state: dict[str, Any], run: RunOutput) -> EvalOutput:
+        inst = ctx.instance
         if ctx.spec.evaluator.get("strategy") == "swebench":
             inst = inst.model_copy(update={"evaluator": "swebench"})
         verdict = evaluate_patch(
@@ -133,5 +131,5 @@ class SweHandler(AgentHandler):
             },
         )
 
-    def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
+    def teardown(self, ctx: JobContext[SweInstance], state: dict[str, Any]) -> None:
         stop_sandbox(state)

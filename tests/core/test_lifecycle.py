@@ -39,29 +39,28 @@ class ProbeInstance(HandlerInstance):
     run_outcome: Literal["completed", "timeout", "cancelled"] = "completed"
 
 
-@register
-class ProbeHandler(AgentHandler):
+class ProbeHandler(AgentHandler[ProbeInstance]):
     name = "lifecycle_probe"
     instance_model = ProbeInstance
     node_local = False
 
-    def _step(self, ctx: JobContext, stage: Stage) -> None:
+    def _step(self, ctx: JobContext[ProbeInstance], stage: Stage) -> None:
         calls.append((ctx.job_id, stage))
-        inst: ProbeInstance = ctx.instance  # type: ignore[assignment]
+        inst = ctx.instance
         if inst.fail == stage:
             raise ValueError(f"{stage} broke")
         if inst.interrupt and inst.interrupt[0] == stage:
             raise INTERRUPTS[inst.interrupt[1]](f"{inst.interrupt[1]} in {stage}")
 
-    def init(self, ctx: JobContext) -> dict[str, Any]:
+    def init(self, ctx: JobContext[ProbeInstance]) -> dict[str, Any]:
         self._step(ctx, "init")
         return {"sandbox": ctx.job_id}
 
-    def run(self, ctx: JobContext, state: dict[str, Any]) -> RunOutput:
+    def run(self, ctx: JobContext[ProbeInstance], state: dict[str, Any]) -> RunOutput:
         assert state == {"sandbox": ctx.job_id}
         self._step(ctx, "run")
         trace = Trace(prompt_ids=[1], response_ids=[2], response_logprobs=[-0.1], loss_mask=[1])
-        outcome = ctx.instance.run_outcome  # type: ignore[attr-defined]
+        outcome = ctx.instance.run_outcome
         return RunOutput(traces=[trace], outcome=outcome)
 
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
@@ -72,11 +71,36 @@ class ProbeHandler(AgentHandler):
     def teardown(self, ctx: JobContext, state: dict[str, Any]) -> None:
         calls.append((ctx.job_id, f"teardown {sorted(state)}"))
 
-    def run_exception(self, ctx: JobContext, exc: BaseException, state: dict[str, Any]) -> JobResult:
-        if ctx.instance.broken_callback:  # type: ignore[attr-defined]
+    def run_exception(
+        self, ctx: JobContext[ProbeInstance], exc: BaseException, state: dict[str, Any], run: RunOutput | None
+    ) -> JobResult:
+        if ctx.instance.broken_callback:
             raise RuntimeError("the callback broke too")
-        calls.append((ctx.job_id, f"run_exception {state}"))
-        return super().run_exception(ctx, exc, state)
+        calls.append((ctx.job_id, f"run_exception {state} {run}"))
+        return super().run_exception(ctx, exc, state, run)
+
+
+class OldCallbacksHandler(ProbeHandler):
+    """A handler written to the exception callbacks' signatures from before they shared one."""
+
+    name = "lifecycle_old_callbacks"
+
+    def init_exception(self, ctx: JobContext, exc: BaseException) -> JobResult:
+        calls.append((ctx.job_id, "old init_exception"))
+        return self.failed_result(ctx, "init", exc)
+
+    def run_exception(self, ctx: JobContext, exc: BaseException, state: dict[str, Any]) -> JobResult:
+        calls.append((ctx.job_id, f"old run_exception {state}"))
+        return self.failed_result(ctx, "run", exc)
+
+    def eval_exception(self, ctx: JobContext, exc: BaseException, run: RunOutput) -> JobResult:
+        calls.append((ctx.job_id, f"old eval_exception {len(run.traces)} traces"))
+        return self.failed_result(ctx, "eval", exc)
+
+
+with pytest.deprecated_call(match="use the rollout_farm.handlers entry point"):
+    register(ProbeHandler)  # classes of a test module have no entry point: the deprecated door still works
+    register(OldCallbacksHandler)
 
 
 @pytest.fixture
@@ -102,13 +126,13 @@ def farm(redis_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iter
     reset()  # the old monitor's daemon thread idles on with no leases to watch
 
 
-def submit(job_id: str, **instance: Any) -> None:
+def submit(job_id: str, handler: str = "lifecycle_probe", **instance: Any) -> None:
     from tasks.services import job_store, stage_messages
 
     spec = JobSpec(
         job_id=job_id,
-        handler="lifecycle_probe",
-        instance={"handler": "lifecycle_probe", **instance},
+        handler=handler,
+        instance={"handler": handler, **instance},
         timeout_s=60,
     )
     message = stage_messages().build(job_id, "init", stage_task_id(job_id, "init"), "init")
@@ -155,9 +179,29 @@ def test_a_failing_stage_ends_failed_and_releases_what_init_made(farm: Any, stag
     events = [event for _, event in calls]
     assert events.count("teardown ['sandbox']") == (stage != "init")  # init failed before making it
     if stage == "run":
-        assert "run_exception {'sandbox': 'broke'}" in events  # the handler's callback decided
+        assert "run_exception {'sandbox': 'broke'} None" in events  # the handler's callback decided
     if stage == "eval":
         assert failed.trajectory is not None and len(failed.trajectory.traces) == 1
+
+
+@pytest.mark.parametrize(
+    ("stage", "event"),
+    [
+        ("init", "old init_exception"),
+        ("run", "old run_exception {'sandbox': 'broke'}"),
+        ("eval", "old eval_exception 1 traces"),
+    ],
+)
+def test_exception_callbacks_of_the_old_signatures_still_decide_with_a_warning(
+    farm: Any, stage: Stage, event: str
+) -> None:
+    submit("broke", "lifecycle_old_callbacks", fail=stage)
+    with pytest.deprecated_call(match=f"OldCallbacksHandler.{stage}_exception takes the old arguments"):
+        drive(farm, "broke")
+    failed = result("broke")
+    assert failed.state is JobState.failed
+    assert failed.error is not None and (failed.error.stage, failed.error.type) == (stage, "ValueError")
+    assert ("broke", event) in calls
 
 
 def test_a_broken_exception_callback_still_gives_a_well_formed_failure(farm: Any) -> None:

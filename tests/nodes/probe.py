@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,7 +53,6 @@ def _recorded(ctx: JobContext, stage: str, work: Callable[[], T]) -> T:
         _write(event="end", job=ctx.job_id, stage=stage, attempt=attempt, node=node, how=how)
 
 
-@register
 class ProbeHandler(NoopHandler):
     name = "probe"
 
@@ -64,6 +64,12 @@ class ProbeHandler(NoopHandler):
 
     def eval(self, ctx: JobContext, state: dict[str, Any], run: RunOutput) -> EvalOutput:
         return _recorded(ctx, "eval", lambda: super(ProbeHandler, self).eval(ctx, state, run))
+
+
+# A class of a test module has no entry point (the one way in for a handler package); the deprecated
+# register() adds it to this process's registry.
+with warnings.catch_warnings(action="ignore", category=DeprecationWarning):
+    register(ProbeHandler)
 
 
 def read_attempts(workdirs: list[Path]) -> dict[str, dict[str, Any]]:
