@@ -99,7 +99,8 @@ DEMO_CLAIM = "farm:demo:claim"
 
 class JobField:
     """The fields of a job's hash (`farm:{jK}:job:{id}`); the Lua scripts use exactly these
-    (tests/core/test_key_literals.py checks every quoted name in farm/jobs/scripts.py)."""
+    (tests/core/test_key_literals.py checks every quoted name in farm/jobs/scripts.py). Only farm/jobs/
+    reads or writes them (farm/jobs/record.py: each one's encoding); the rest of the farm uses its objects."""
 
     SPEC: Final = "spec"
     TASK_IDS: Final = "task_ids"
