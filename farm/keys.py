@@ -34,7 +34,8 @@ Backend pool (one hash tag: the pool's scripts touch its keys and a pin together
     farm:{backends}:seq          counter giving each added backend a generation
     farm:{backends}:sticky:{key} string "address|gen" a job or gateway session is pinned to
 Gateway sessions (farm/gateway/sessions.py; each session's keys share its id as their hash tag):
-    farm:gateway:session:{<sid>} hash (and :completions list, :rewards hash, :failed list)
+    farm:gateway:session:{<sid>} hash  info, state, ended_at; and :completions list, :ids set (the
+                                       completion ids logged), :rewards hash, :failed list
 Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
     farm:{workers}               zset  hostname -> when its registration expires (heartbeats push it on)

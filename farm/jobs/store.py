@@ -12,7 +12,7 @@ import redis
 import redis.asyncio as aioredis
 
 from farm import keys
-from farm.jobs.callbacks import AsyncCallbackStore
+from farm.jobs.callback_records import AsyncCallbackStore
 from farm.jobs.index import AsyncJobIndex
 from farm.jobs.ops import LEASE_TTL_S, READY_SETTLE_S, REVOKED_KEEP_S, JobOps, Reaped
 from farm.jobs.record import JobPeek, JobRecord, ResultSource, StageHandoff, terminal_result
@@ -115,7 +115,7 @@ class AsyncJobStore:
         self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None, cluster=_is_cluster(client))
         self.runner = AsyncRunner(client, broker)
         self.callbacks = AsyncCallbackStore(client, self.layout)
-        """The callback deliveries of these jobs (farm/jobs/callbacks.py)."""
+        """The callback deliveries of these jobs (farm/jobs/callback_records.py)."""
         self.index = AsyncJobIndex(client, self.layout)
         """The viewer's reads: jobs by creation time and their rows (farm/jobs/index.py)."""
 

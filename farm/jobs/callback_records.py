@@ -1,7 +1,7 @@
 """Callback deliveries in Redis: each job bucket's callbacks zset (job id -> when its result should next be
 POSTed; FINALIZE adds a job with a callback_url) and the job hash's callback fields. The operations and
-their Lua, written once (farm/redis_ops.py); the API's callback sender (farm/api/callbacks.py) runs them.
-"""
+their Lua, written once (farm/redis_ops.py); the API's callback sender (farm/api/callback_sender.py) runs
+them."""
 
 from __future__ import annotations
 
