@@ -35,7 +35,7 @@ Backend pool (one hash tag: the pool's scripts touch its keys and a pin together
     farm:{backends}:sticky:{key} string "address|gen" a job or gateway session is pinned to
 Gateway sessions (farm/gateway/sessions.py; each session's keys share its id as their hash tag):
     farm:gateway:session:{<sid>} hash  info, state, ended_at; and :completions list, :ids set (the
-                                       completion ids logged), :rewards hash, :failed list
+                                       completion ids logged), :rewards hash, :failed list (SessionKeys)
 Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
     farm:{workers}               zset  hostname -> when its registration expires (heartbeats push it on)
@@ -234,6 +234,22 @@ def use_layout(new: Layout | None) -> None:
 
 def job(job_id: str) -> str:
     return layout().job(job_id)
+
+
+@dataclass(frozen=True)
+class SessionKeys:
+    """A gateway session's keys, tagged with its id (one cluster slot)."""
+
+    info: str
+    completions: str
+    ids: str
+    rewards: str
+    failed: str
+
+
+def session(sid: str) -> SessionKeys:
+    base = f"{GATEWAY_SESSIONS}:{{{sid}}}"
+    return SessionKeys(base, f"{base}:completions", f"{base}:ids", f"{base}:rewards", f"{base}:failed")
 
 
 task = _key("farm:{tasks}:task:")
