@@ -34,7 +34,8 @@ Backend pool (one hash tag: the pool's scripts touch its keys and a pin together
     farm:{backends}:seq          counter giving each added backend a generation
     farm:{backends}:sticky:{key} string "address|gen" a job or gateway session is pinned to
 Gateway sessions (farm/gateway/sessions.py; each session's keys share its id as their hash tag):
-    farm:gateway:session:{<sid>} hash (and :completions list, :rewards hash, :failed list)
+    farm:gateway:session:{<sid>} hash  info, state, ended_at; and :completions list, :ids set (the
+                                       completion ids logged), :rewards hash, :failed list (SessionKeys)
 Service:
     farm:accepting               string "0" after /stop; absent or "1" means new work is accepted
     farm:{workers}               zset  hostname -> when its registration expires (heartbeats push it on)
@@ -99,7 +100,8 @@ DEMO_CLAIM = "farm:demo:claim"
 
 class JobField:
     """The fields of a job's hash (`farm:{jK}:job:{id}`); the Lua scripts use exactly these
-    (tests/core/test_key_literals.py checks every quoted name in farm/jobs/scripts.py)."""
+    (tests/core/test_key_literals.py checks every quoted name in farm/jobs/scripts.py). Only farm/jobs/
+    reads or writes them (farm/jobs/record.py: each one's encoding); the rest of the farm uses its objects."""
 
     SPEC: Final = "spec"
     TASK_IDS: Final = "task_ids"
@@ -232,6 +234,22 @@ def use_layout(new: Layout | None) -> None:
 
 def job(job_id: str) -> str:
     return layout().job(job_id)
+
+
+@dataclass(frozen=True)
+class SessionKeys:
+    """A gateway session's keys, tagged with its id (one cluster slot)."""
+
+    info: str
+    completions: str
+    ids: str
+    rewards: str
+    failed: str
+
+
+def session(sid: str) -> SessionKeys:
+    base = f"{GATEWAY_SESSIONS}:{{{sid}}}"
+    return SessionKeys(base, f"{base}:completions", f"{base}:ids", f"{base}:rewards", f"{base}:failed")
 
 
 task = _key("farm:{tasks}:task:")

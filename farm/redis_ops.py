@@ -120,13 +120,19 @@ class AsyncRunner:
         if isinstance(step, Command):
             return cast(Awaitable[Any], step.send(client))
         if isinstance(step, Batch):
-            pipe = client.pipeline(transaction=step.transaction)
-            step.queue(pipe)
-            return cast(Awaitable[Any], pipe.execute())
+            return _batch(client.pipeline(transaction=step.transaction), step)
         script = self._scripts.get((step.on, step.source))
         if script is None:
             script = self._scripts[(step.on, step.source)] = client.register_script(step.source)
         return cast(Awaitable[Any], script(keys=list(step.keys), args=list(step.args)))
+
+
+async def _batch(pipe: Any, step: Batch) -> Any:
+    # Leaving the block resets the pipeline: a cluster's transaction keeps its connection until then, and
+    # a script loaded after it would fail on that node.
+    async with pipe:
+        step.queue(pipe)
+        return await pipe.execute()
 
 
 class _SyncTwin(Protocol):

@@ -26,8 +26,7 @@ from farm.handler.protocol import AgentHandler, RunOutput, exception_hook
 from farm.handler.registry import get_handler
 from farm.inference.errors import BackendUnavailable
 from farm.jobs.dispatch import FOLLOWING_STAGE, stage_task_id
-from farm.jobs.store import JobRecord, JobStore, terminal_result
-from farm.keys import JobField
+from farm.jobs.store import JobRecord, JobStore, StageHandoff, terminal_result
 from farm.models.results import JobResult, JobState, StageError, Trajectory
 from farm.settings import get_settings
 from tasks.backpressure import wait_for_ready_slot
@@ -46,7 +45,7 @@ class Attempt:
         self.record = record
         self.stage = stage
         self.token = token
-        self.pinned = record.fields.get(JobField.BACKEND_PINNED) == "1"
+        self.pinned = record.backend_pinned
         """Whether the job has used a backend (and so holds a pin to release when it ends)."""
 
     @property
@@ -66,15 +65,13 @@ class Attempt:
         job for another lease period, so a teardown that starts now cannot hit a retry's sandbox."""
         return self.job_id not in self.store.renew({self.job_id: self.token})
 
-    def end_stage(self, elapsed_s: float, fields: dict[str, str] | None = None, **outputs: Any) -> bool:
+    def end_stage(self, elapsed_s: float, handoff: StageHandoff) -> bool:
         """Records the stage done and enqueues the next one, in one step (False: the lease was lost)."""
         following = FOLLOWING_STAGE[self.stage]
         node_local = following == "run" and get_handler(self.record.spec.handler).node_local
         queue = run_queue_here(node_local) if following == "run" else following
         message = stage_messages().build(self.job_id, following, stage_task_id(self.job_id, following), queue)
-        return self.store.end_stage(
-            self.job_id, self.token, self.stage, elapsed_s, message, fields, **outputs
-        )
+        return self.store.end_stage(self.job_id, self.token, self.stage, elapsed_s, message, handoff)
 
 
 def _context(
@@ -91,7 +88,7 @@ def _context(
     def policy_factory(ctx: JobContext) -> PolicyClient:
         if attempt is not None and not attempt.pinned:
             attempt.pinned = True  # remembered in the record, so whichever stage ends the job releases it
-            job_store().set_fields(ctx.job_id, {JobField.BACKEND_PINNED: "1"})
+            job_store().mark_pinned(ctx.job_id)
         lag = max_lag(ctx.metadata, settings.max_policy_lag)
         return PolicyClient(
             backend_pool(),
@@ -188,15 +185,7 @@ class StageInputs:
         return {"trajectory": Trajectory(traces=self.run.traces), "artifacts": self.run.artifacts}
 
 
-@dataclass(frozen=True)
-class Handoff:
-    """A stage that ended well and hands the job to the next one, with what it records."""
-
-    fields: dict[str, str]
-    outputs: dict[str, Any]
-
-
-StageWork = Callable[["Attempt", AgentHandler, JobContext, StageInputs], "Handoff | JobResult"]
+StageWork = Callable[["Attempt", AgentHandler, JobContext, StageInputs], "StageHandoff | JobResult"]
 
 
 @dataclass(frozen=True)
@@ -209,21 +198,21 @@ class StageRule:
     holds_sandbox: bool
 
 
-def _init_work(attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs: StageInputs) -> Handoff:
+def _init_work(attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs: StageInputs) -> StageHandoff:
     if handler.node_local:
         wait_for_ready_slot(attempt, ctx)
     inputs.state.update(handler.init(ctx))
     ctx.check()
-    return Handoff({JobField.NODE: ctx.node}, {JobField.INIT_STATE: inputs.state})
+    return StageHandoff(ctx.node, init_state=inputs.state)
 
 
 def _run_work(
     attempt: Attempt, handler: AgentHandler, ctx: JobContext, inputs: StageInputs
-) -> Handoff | JobResult:
+) -> StageHandoff | JobResult:
     run = handler.run(ctx, inputs.state)
     _teardown_fenced(attempt, handler, ctx, inputs.state)
     if run.outcome == "completed":
-        return Handoff({JobField.RUN_NODE: ctx.node}, {JobField.RUN_OUTPUT: run.model_dump(mode="json")})
+        return StageHandoff(ctx.node, run_output=run.model_dump(mode="json"))
     kind = JobState.timeout if run.outcome == "timeout" else JobState.cancelled
     message = "budget spent during run" if kind is JobState.timeout else "cancelled during run"
     return terminal_result(
@@ -255,8 +244,8 @@ EXPECTED_FAILURES = (NoBackendAvailable, BackendUnavailable)
 def _inputs(record: JobRecord, stage: str) -> StageInputs:
     if stage == "init":
         return StageInputs()
-    run = RunOutput.model_validate(record.output(JobField.RUN_OUTPUT) or {}) if stage == "eval" else None
-    return StageInputs(state=record.output(JobField.INIT_STATE) or {}, run=run)
+    run = RunOutput.model_validate(record.run_output or {}) if stage == "eval" else None
+    return StageInputs(state=record.init_state or {}, run=run)
 
 
 def _run_stage(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None:
@@ -279,7 +268,7 @@ def _run_stage(attempt: Attempt, handler: AgentHandler, ctx: JobContext) -> None
         return
     if isinstance(outcome, JobResult):
         attempt.finish(outcome)
-    elif not attempt.end_stage(time.monotonic() - ctx.started, outcome.fields, **outcome.outputs):
+    elif not attempt.end_stage(time.monotonic() - ctx.started, outcome):
         log.warning("%s of %s finished after its lease was lost; discarding", attempt.stage, ctx.job_id)
 
 
@@ -320,7 +309,7 @@ def _callback(handler: AgentHandler, ctx: JobContext, exc: BaseException, inputs
 
 def _release_init_state(record: JobRecord) -> None:
     """A job that ends between init and run still owns what init made (workspace, sandbox)."""
-    state = record.output(JobField.INIT_STATE)
+    state = record.init_state
     if state is None:
         return
     try:

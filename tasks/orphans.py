@@ -14,7 +14,6 @@ process whose pool holds it is gone, at once (a dead owner can hand it to no one
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import socket
 import time
@@ -27,14 +26,12 @@ from containers.runtime import Runtime, get_runtime
 from containers.warm_pool import OWNER_LABEL, owner_alive
 from farm import keys
 from farm.identity import FARM_LABEL, current_farm_id
+from farm.jobs.record import JobFields
 from farm.jobs.store import JobStore
-from farm.keys import JobField
 from farm.settings import get_settings
 
 log = logging.getLogger(__name__)
 SWEEP_EVERY_S = 10.0
-TERMINAL = {"done", "failed", "cancelled", "timeout"}
-_ORPHAN_FIELDS = (JobField.STATE, JobField.LEASE_EXPIRES, JobField.INIT_STATE)
 
 
 def _scan(root: Path) -> tuple[list[SandboxHandle], list[Path]]:
@@ -77,19 +74,13 @@ def _remove_unrecorded(directories: list[Path], older_than: float) -> int:
     return removed
 
 
-def is_orphan(handle: SandboxHandle, fields: dict[str, str | None], now: float) -> bool:
-    """Whether a labelled sandbox has outlived its job's need for it (fields: the job hash's state,
-    lease_expires and init_state)."""
-    state = fields.get(JobField.STATE)
-    if state is None or state in TERMINAL:
+def is_orphan(handle: SandboxHandle, job: JobFields, now: float) -> bool:
+    """Whether a labelled sandbox has outlived its job's need for it."""
+    if job.over:
         return True
-    if float(fields.get(JobField.LEASE_EXPIRES) or 0) > now:
+    if job.lease_expires > now:
         return False
-    try:
-        recorded = json.loads(fields.get(JobField.INIT_STATE) or "{}").get("sandbox") or {}
-    except ValueError:
-        recorded = {}
-    return recorded.get("id") != handle.id
+    return job.sandbox_id != handle.id
 
 
 def _stop_ownerless(runtime: Runtime, handles: list[SandboxHandle]) -> int:
@@ -150,10 +141,9 @@ def sweep_orphan_sandboxes(store: JobStore, root: Path | None = None, grace_s: f
     candidates = [h for h in handles if h.labels.get("job_id") and now - h.created_at > grace_s]
     if not candidates:
         return stopped
-    rows = store.fields_of([h.labels["job_id"] for h in candidates], _ORPHAN_FIELDS)
-    for handle, row in zip(candidates, rows, strict=True):
-        fields = dict(zip(_ORPHAN_FIELDS, row, strict=True))
-        if not is_orphan(handle, fields, time.time()):
+    jobs = store.sandbox_claims([h.labels["job_id"] for h in candidates])
+    for handle, job in zip(candidates, jobs, strict=True):
+        if not is_orphan(handle, job, time.time()):
             continue
         stopped += _stop(runtime, handle, f"(orphaned) of job {handle.labels['job_id']}")
     return stopped

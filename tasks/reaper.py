@@ -24,7 +24,6 @@ import redis
 from celery.signals import worker_ready, worker_shutting_down
 
 from farm import keys
-from farm.keys import JobField
 from farm.models.results import STAGES
 from farm.outage import report
 from farm.settings import get_settings
@@ -49,7 +48,6 @@ SWEEP_ATTEMPT_EVERY_S = 5.0
 """Each worker tries for its host's orphan-sandbox sweep lock this often (the sweep runs every
 SWEEP_EVERY_S per host)."""
 _stop = threading.Event()
-_STALL_FIELDS = (JobField.STATE, JobField.ENQUEUED_AT, JobField.LEASE_TOKEN)
 
 
 _next_bucket = 0
@@ -86,7 +84,7 @@ def resend_if_stuck(store: JobStore, job_id: str, stage: str | None = None) -> b
     """Send `stage` (default: the job's first unfinished stage) again unless the job ended, that stage
     is done, or a live attempt holds the lease. Counted as an infrastructure retry."""
     record = store.get(job_id)
-    if record is None or record.state.terminal or record.fields.get(JobField.LEASE_TOKEN):
+    if record is None or record.state.terminal or record.leased:
         return False
     stage = stage or next((s for s in STAGES if not record.stage_done(s)), None)
     if stage is None or record.stage_done(stage):
@@ -123,12 +121,7 @@ def sweep_stalled(grace_s: float | None = None) -> int:
     store.prune_index()
     now = time.time()
     active = store.active_ids()
-    rows = store.fields_of(active, _STALL_FIELDS)
-    suspects = [
-        job_id
-        for job_id, (state, enqueued, lease) in zip(active, rows, strict=True)
-        if state and enqueued and not lease and now - float(enqueued) > grace
-    ]
+    suspects = [job_id for job_id, since in store.queued_since(active).items() if now - since > grace]
     if not suspects:
         return 0
     present = _jobs_with_messages(store)

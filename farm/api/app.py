@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from farm import __version__
 from farm.api import docs, management, metrics, publish, rollout, training_metrics
 from farm.api.backend_health import probe_forever
-from farm.api.callbacks import CallbackSender
+from farm.api.callback_sender import CallbackSender
 from farm.api.groups import settle_forever
 from farm.api.invalid import invalid_request
 from farm.api.outage import OutageGuard, RedisWatch

@@ -7,7 +7,6 @@ import asyncio
 from farm.api.state import FarmState
 from farm.jobs.spec import JobSpec
 from farm.jobs.store import terminal_result
-from farm.keys import JobField
 from farm.models.requests import CancelRequest
 from farm.models.results import JobState, StageError
 
@@ -24,8 +23,8 @@ async def resolve_targets(farm: FarmState, body: CancelRequest) -> list[str]:
             targets.extend(entry["session_id"] for entries in reruns.values() for entry in entries)
     if body.group_id is not None or body.older_than_policy_version is not None:
         active = await farm.store.active_ids()
-        for job_id, (raw,) in zip(active, await farm.store.fields_of(active, (JobField.SPEC,)), strict=True):
-            if raw and _matches(JobSpec.model_validate_json(raw), body):
+        for job_id, spec in zip(active, await farm.store.specs(active), strict=True):
+            if spec and _matches(spec, body):
                 targets.append(job_id)
     return list(dict.fromkeys(targets))
 

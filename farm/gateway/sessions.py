@@ -1,4 +1,5 @@
-"""Gateway sessions in Redis: metadata and state, an append-only completion log, rewards, one TTL."""
+"""Gateway sessions in Redis: metadata and state, an append-only completion log, rewards, one TTL. Their
+operations are written once (farm/redis_ops.py), like the job store's."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.client import Pipeline
 
 from farm import keys
 from farm.builders.records import CompletionRecord
+from farm.redis_ops import AsyncOp, AsyncRunner, Batch, Command, Op, Script
 
 SessionState = Literal["open", "ended"]
 
@@ -67,33 +70,144 @@ return length - 1
 """
 
 
-class SessionStore:
-    """Keys: `{prefix}:{{sid}}` (hash), `...:completions` (list), `...:ids` (set: the completion ids logged),
-    `...:rewards` (hash), `...:failed` (list).
+class SessionOps:
+    """The operations on gateway sessions (farm/redis_ops.py), their keys farm/keys.py's `session`. A
+    session's keys share the hash tag of its id, so its scripts and transactions run on a Redis Cluster;
+    there the farm-wide call counter is written apart from them (`count_apart`)."""
 
-    A session's keys share the hash tag of its id, so its scripts and transactions run on a Redis
-    Cluster; the farm-wide call counter is written apart from them.
-    """
-
-    def __init__(
-        self, redis: aioredis.Redis, ttl_s: int = 7 * 24 * 3600, prefix: str = keys.GATEWAY_SESSIONS
-    ):
-        self.redis = redis
+    def __init__(self, ttl_s: int, count_apart: bool) -> None:
         self.ttl_s = ttl_s
-        self.prefix = prefix
+        self.count_apart = count_apart
+
+    def create(self, info: SessionInfo) -> Op[bool]:
+        """Records a new open session; False if one with its id exists."""
+        key, ttl = keys.session(info.session_id).info, self.ttl_s
+
+        def queue(pipe: Pipeline) -> None:
+            pipe.hsetnx(key, "info", info.model_dump_json(exclude={"state", "ended_at"}))
+            pipe.hsetnx(key, "state", "open")
+            pipe.expire(key, ttl)
+
+        created, _, _ = yield Batch(queue, transaction=True)
+        return bool(created)
+
+    def get(self, sid: str) -> Op[SessionInfo]:
+        key = keys.session(sid).info
+        raw = {_text(k): _text(v) for k, v in (yield Command(lambda r: r.hgetall(key))).items()}
+        if "info" not in raw:
+            raise SessionNotFound(sid)
+        info = SessionInfo.model_validate_json(raw["info"])
+        info.state = "ended" if raw.get("state") == "ended" else "open"
+        if "ended_at" in raw:
+            info.ended_at = float(raw["ended_at"])
+        return info
+
+    def append_completion(self, record: CompletionRecord) -> Op[int]:
+        """Append to the log (one round trip, idempotent by completion id); a call in flight when the session
+        ended is still kept. Returns its index."""
+        k = keys.session(record.session_id)
+        script_keys = [k.info, k.completions, k.ids]
+        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s, record.completion_id]
+        counter = f"gateway_calls:{record.provider}"  # for /metrics
+        if not self.count_apart:
+            script_keys.append(keys.STATS)
+            args.append(counter)
+        index = int((yield Script(_APPEND, script_keys, args)))
+        if index < 0:
+            raise SessionNotFound(record.session_id)
+        if self.count_apart:
+            yield Command(lambda r: r.hincrby(keys.STATS, counter, 1))
+        return index
+
+    def append_failure(self, record: CompletionRecord) -> Op[bool]:
+        """Log a failed call (its `error` set) apart from the completions; False if the session is gone."""
+        k = keys.session(record.session_id)
+        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s]
+        return int((yield Script(_APPEND_FAILURE, [k.info, k.failed], args))) >= 0
+
+    def failures(self, sid: str) -> Op[list[CompletionRecord]]:
+        """The failed calls in the order they happened."""
+        failed = keys.session(sid).failed
+        raw = yield Command(lambda r: r.lrange(failed, 0, -1))
+        return [CompletionRecord.model_validate_json(item) for item in raw]
+
+    def completions(self, sid: str) -> Op[list[CompletionRecord]]:
+        """The log in insertion order, with rewards filled in."""
+        k = keys.session(sid)
+
+        def queue(pipe: Pipeline) -> None:
+            pipe.exists(k.info)
+            pipe.lrange(k.completions, 0, -1)
+            pipe.hgetall(k.rewards)
+
+        exists, raw, reward_map = yield Batch(queue)
+        if not exists:
+            raise SessionNotFound(sid)
+        rewards_by_id = {_text(cid): _text(v) for cid, v in reward_map.items()}
+        out: list[CompletionRecord] = []
+        for index, item in enumerate(raw):
+            record = CompletionRecord.model_validate_json(item)
+            record.index = index
+            value = rewards_by_id.get(record.completion_id)
+            record.reward = float(value) if value is not None else None
+            out.append(record)
+        return out
+
+    def completion_count(self, sid: str) -> Op[int]:
+        completions = keys.session(sid).completions
+        return int((yield Command(lambda r: r.llen(completions))))
+
+    def set_reward(self, sid: str, reward: float, completion_id: str | None = None) -> Op[str]:
+        """Reward one completion (the last one when no id is given); returns the id rewarded."""
+        k, ttl = keys.session(sid), self.ttl_s
+        if not (yield Command(lambda r: r.exists(k.info))):
+            raise SessionNotFound(sid)
+        if completion_id is None:
+            last = yield Command(lambda r: r.lindex(k.completions, -1))
+            if last is None:
+                raise NoCompletion("the session has no completion to reward yet")
+            completion_id = CompletionRecord.model_validate_json(last).completion_id
+        else:
+            logged = yield Command(lambda r: r.lrange(k.completions, 0, -1))
+            if completion_id not in [CompletionRecord.model_validate_json(x).completion_id for x in logged]:
+                raise NoCompletion(f"no completion {completion_id!r} in this session")
+        rewarded = completion_id
+
+        def queue(pipe: Pipeline) -> None:
+            pipe.hset(k.rewards, rewarded, json.dumps(float(reward)))
+            pipe.expire(k.rewards, ttl)
+
+        yield Batch(queue, transaction=True)
+        return rewarded
+
+    def end(self, sid: str) -> Op[int]:
+        """Mark ended (idempotent); returns the number of recorded completions."""
+        k = keys.session(sid)
+        if not (yield Command(lambda r: r.exists(k.info))):
+            raise SessionNotFound(sid)
+
+        def queue(pipe: Pipeline) -> None:
+            pipe.hset(k.info, "state", "ended")
+            pipe.hsetnx(k.info, "ended_at", str(time.time()))
+            pipe.llen(k.completions)
+
+        _, _, count = yield Batch(queue, transaction=True)
+        return int(count)
+
+    def delete(self, sid: str) -> Op[None]:
+        k = keys.session(sid)
+        yield Command(lambda r: r.delete(k.info, k.completions, k.rewards, k.failed, k.ids))
+
+
+class SessionStore:
+    """The gateway's sessions (SessionOps on its asyncio client), and the ones this process last read or
+    wrote (`cached`)."""
+
+    def __init__(self, redis: aioredis.Redis, ttl_s: int = 7 * 24 * 3600):
+        self.ops = SessionOps(ttl_s, count_apart=isinstance(redis, AsyncRedisCluster))
+        self.runner = AsyncRunner(redis)
         self._cache: OrderedDict[str, SessionInfo] = OrderedDict()
         self.cache_size = 8192
-        self._append = redis.register_script(_APPEND)
-        # On a cluster the farm-wide counter lives in another slot than the session's keys.
-        self._count_apart = isinstance(redis, AsyncRedisCluster)
-        self._append_failure = redis.register_script(_APPEND_FAILURE)
-
-    def _keys(self, sid: str) -> tuple[str, str, str]:
-        base = f"{self.prefix}:{{{sid}}}"
-        return base, f"{base}:completions", f"{base}:rewards"
-
-    def _failed(self, sid: str) -> str:
-        return f"{self.prefix}:{{{sid}}}:failed"
 
     async def create(
         self,
@@ -108,14 +222,7 @@ class SessionStore:
             created_at=time.time(),
             metadata=metadata or {},
         )
-        key = self._keys(info.session_id)[0]
-        fields = {"info": info.model_dump_json(exclude={"state", "ended_at"}), "state": "open"}
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hsetnx(key, "info", fields["info"])
-            pipe.hsetnx(key, "state", "open")
-            pipe.expire(key, self.ttl_s)
-            created, _, _ = await pipe.execute()
-        if not created:
+        if not await self.runner(self.ops.create(info)):
             raise ValueError(f"session {info.session_id!r} already exists")
         self._remember(info)
         return info
@@ -136,103 +243,23 @@ class SessionStore:
             self._cache.popitem(last=False)
 
     async def get(self, sid: str) -> SessionInfo:
-        raw = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self._keys(sid)[0])).items()}
-        if "info" not in raw:
-            raise SessionNotFound(sid)
-        info = SessionInfo.model_validate_json(raw["info"])
-        info.state = "ended" if raw.get("state") == "ended" else "open"
-        if "ended_at" in raw:
-            info.ended_at = float(raw["ended_at"])
+        info = await self.runner(self.ops.get(sid))
         self._remember(info)
         return info
 
-    async def append_completion(self, record: CompletionRecord) -> int:
-        """Append to the log (one round trip, idempotent by completion id); a call in flight when the session
-        ended is still kept. Returns its index."""
-        key, completions, _ = self._keys(record.session_id)
-        script_keys = [key, completions, f"{key}:ids"]
-        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s, record.completion_id]
-        counter = f"gateway_calls:{record.provider}"  # for /metrics
-        if not self._count_apart:
-            script_keys.append(keys.STATS)
-            args.append(counter)
-        index = int(await self._append(keys=script_keys, args=args))
-        if index < 0:
-            raise SessionNotFound(record.session_id)
-        if self._count_apart:
-            await self.redis.hincrby(keys.STATS, counter, 1)
-        return index
-
-    async def append_failure(self, record: CompletionRecord) -> bool:
-        """Log a failed call (its `error` set) apart from the completions; False if the session is gone."""
-        key = self._keys(record.session_id)[0]
-        args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s]
-        return int(await self._append_failure(keys=[key, self._failed(record.session_id)], args=args)) >= 0
-
-    async def failures(self, sid: str) -> list[CompletionRecord]:
-        """The failed calls in the order they happened."""
-        raw = await self.redis.lrange(self._failed(sid), 0, -1)
-        return [CompletionRecord.model_validate_json(item) for item in raw]
-
-    async def completions(self, sid: str) -> list[CompletionRecord]:
-        """The log in insertion order, with rewards filled in."""
-        key, completions, rewards = self._keys(sid)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.exists(key)
-            pipe.lrange(completions, 0, -1)
-            pipe.hgetall(rewards)
-            exists, raw, reward_map = await pipe.execute()
-        if not exists:
-            raise SessionNotFound(sid)
-        rewards_by_id = {_text(k): _text(v) for k, v in reward_map.items()}
-        out: list[CompletionRecord] = []
-        for index, item in enumerate(raw):
-            record = CompletionRecord.model_validate_json(item)
-            record.index = index
-            value = rewards_by_id.get(record.completion_id)
-            record.reward = float(value) if value is not None else None
-            out.append(record)
-        return out
-
-    async def completion_count(self, sid: str) -> int:
-        return int(await self.redis.llen(self._keys(sid)[1]))
-
-    async def set_reward(self, sid: str, reward: float, completion_id: str | None = None) -> str:
-        """Reward one completion (the last one when no id is given); returns the id rewarded."""
-        key, completions, rewards = self._keys(sid)
-        if not await self.redis.exists(key):
-            raise SessionNotFound(sid)
-        if completion_id is None:
-            last = await self.redis.lindex(completions, -1)
-            if last is None:
-                raise NoCompletion("the session has no completion to reward yet")
-            completion_id = CompletionRecord.model_validate_json(last).completion_id
-        else:
-            known = [
-                CompletionRecord.model_validate_json(x).completion_id
-                for x in await self.redis.lrange(completions, 0, -1)
-            ]
-            if completion_id not in known:
-                raise NoCompletion(f"no completion {completion_id!r} in this session")
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(rewards, completion_id, json.dumps(float(reward)))
-            pipe.expire(rewards, self.ttl_s)
-            await pipe.execute()
-        return completion_id
+    append_completion = AsyncOp(SessionOps.append_completion)
+    append_failure = AsyncOp(SessionOps.append_failure)
+    failures = AsyncOp(SessionOps.failures)
+    completions = AsyncOp(SessionOps.completions)
+    completion_count = AsyncOp(SessionOps.completion_count)
+    set_reward = AsyncOp(SessionOps.set_reward)
 
     async def end(self, sid: str) -> int:
         """Mark ended (idempotent); returns the number of recorded completions."""
-        key, completions, _ = self._keys(sid)
-        if not await self.redis.exists(key):
-            raise SessionNotFound(sid)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "state", "ended")
-            pipe.hsetnx(key, "ended_at", str(time.time()))
-            pipe.llen(completions)
-            _, _, count = await pipe.execute()
+        count = await self.runner(self.ops.end(sid))
         self._cache.pop(sid, None)
-        return int(count)
+        return count
 
     async def delete(self, sid: str) -> None:
         self._cache.pop(sid, None)
-        await self.redis.delete(*self._keys(sid), self._failed(sid), f"{self._keys(sid)[0]}:ids")
+        await self.runner(self.ops.delete(sid))

@@ -19,12 +19,12 @@ from redis.client import Pipeline
 from farm import keys
 from farm.jobs import scripts
 from farm.jobs.messages import QueuedMessage
-from farm.jobs.record import JobPeek, JobRecord
+from farm.jobs.record import JobFields, JobPeek, JobRecord, StageHandoff
 from farm.jobs.spec import JobSpec
 from farm.jobs.tally import derived_stats, state_counts, sum_stats, transitions
 from farm.keys import JobField, JobKeys, Layout
 from farm.models.failures import infrastructure_failure
-from farm.models.results import JobResult, JobState
+from farm.models.results import STAGES, JobResult, JobState
 from farm.models.termination import stamp as stamp_termination
 from farm.redis_ops import Batch, Command, On, Op, Script
 from farm.text import as_text as _s
@@ -184,22 +184,14 @@ class JobOps:
         return lost
 
     def end_stage(
-        self,
-        /,
-        job_id: str,
-        token: int,
-        stage: str,
-        elapsed_s: float,
-        following: QueuedMessage,
-        fields: dict[str, str] | None = None,
-        **outputs: Any,
-    ) -> Op[bool]:
-        """Records the stage's time and JSON outputs (plus plain `fields`), marks it done, gives the
-        lease back and enqueues the `following` stage, in one step. False if this attempt no longer
-        holds the lease (nothing is written or sent)."""
-        pairs = {name: json.dumps(value) for name, value in outputs.items()} | (fields or {})
+        self, job_id: str, token: int, stage: str, elapsed_s: float, following: QueuedMessage,
+        handoff: StageHandoff | None = None,
+    ) -> Op[bool]:  # fmt: skip
+        """Records the stage's time and what it hands off, marks it done, gives the lease back and
+        enqueues the `following` stage, in one step. False if this attempt no longer holds the lease
+        (nothing is written or sent)."""
         args: list[ScriptArg] = [token, stage, elapsed_s, time.time(), job_id, following.payload]
-        args += _flat(pairs)
+        args += _flat(handoff.fields() if handoff else {})
         k = self.keys(job_id)
         if not (yield Script(scripts.END_STAGE, [k.job, k.stats, k.leases, *self._queue(following)], args)):
             return False
@@ -260,9 +252,14 @@ class JobOps:
         """Time a started stage spent waiting (for a READY slot) counts as queued, not in-stage."""
         yield Script(scripts.ADD_IF_LIVE, [self.layout.job(job_id)], [JobField.T_QUEUED, seconds])
 
-    def set_fields(self, job_id: str, fields: dict[str, str]) -> Op[bool]:
+    def _set_fields(self, job_id: str, fields: dict[str, str]) -> Op[bool]:
         """Writes plain fields of a job that still exists (False: it is gone, nothing written)."""
         return bool((yield Script(scripts.SET_IF_LIVE, [self.layout.job(job_id)], _flat(fields))))
+
+    def mark_pinned(self, job_id: str) -> Op[bool]:
+        """Remembers that the job uses a backend, so whichever stage ends it releases its pin (False: the
+        job is gone)."""
+        return (yield from self._set_fields(job_id, {JobField.BACKEND_PINNED: "1"}))
 
     # --- READY slots -------------------------------------------------------------------------------
 
@@ -274,7 +271,7 @@ class JobOps:
             args: list[ScriptArg] = [job_id, time.time(), limit]
             taken = int((yield Script(scripts.TAKE_READY_SLOT, [keys.ready(node)], args)))
             if taken == 2:
-                yield from self.set_fields(job_id, {JobField.READY_NODE: node})
+                yield from self._set_fields(job_id, {JobField.READY_NODE: node})
             if taken or attempt or time.monotonic() - self._ready_checked.get(node, -1e9) < READY_SETTLE_S:
                 return bool(taken)
             self._ready_checked[node] = time.monotonic()
@@ -416,15 +413,40 @@ class JobOps:
         counts = yield Batch(queue)
         return {node: int(n) for node, n in zip(ordered, counts, strict=True)}
 
-    def fields_of(self, job_ids: list[str], fields: tuple[str, ...]) -> Op[list[list[str | None]]]:
-        """The named fields of each job's hash, in one pipeline (None where a field or the job is gone)."""
+    def _read(self, job_ids: list[str], fields: tuple[str, ...]) -> Op[list[JobFields]]:
+        """The named fields of each job's hash, in one pipeline (a field or job that is gone: absent)."""
 
         def queue(pipe: Pipeline) -> None:
             for job_id in job_ids:
                 pipe.hmget(self.layout.job(job_id), *fields)
 
         rows = yield Batch(queue)
-        return [[None if value is None else _s(value) for value in row] for row in rows]
+        return [JobFields({f: _s(v) for f, v in zip(fields, row, strict=True) if v}) for row in rows]
+
+    def specs(self, job_ids: list[str]) -> Op[list[JobSpec | None]]:
+        """Each job's spec (None: gone), without the rest of its record (cancellation by group)."""
+        jobs = yield from self._read(job_ids, (JobField.SPEC,))
+        return [JobSpec.model_validate_json(j.fields[JobField.SPEC]) if j.fields else None for j in jobs]
+
+    def progress(self, job_id: str) -> Op[JobRecord | None]:
+        """The job's record without its outputs or result: its spec, state and stage times (None: gone)."""
+        times = (JobField.T_QUEUED, *(JobField.stage_time(stage) for stage in STAGES))
+        (job,) = yield from self._read([job_id], (JobField.SPEC, JobField.STATE, *times))
+        return JobRecord.parse(job.fields)
+
+    def sandbox_claims(self, job_ids: list[str]) -> Op[list[JobFields]]:
+        """What the orphan sweep reads of each job: whether it is over, its lease, its init's sandbox."""
+        return (yield from self._read(job_ids, (JobField.STATE, JobField.LEASE_EXPIRES, JobField.INIT_STATE)))
+
+    def queued_since(self, job_ids: list[str]) -> Op[dict[str, float]]:
+        """When each of `job_ids` that waits in a queue with no stage holding its lease was last put
+        there (the stall sweep's suspects; jobs gone, leased or not enqueued are left out)."""
+        jobs = yield from self._read(job_ids, (JobField.STATE, JobField.ENQUEUED_AT, JobField.LEASE_TOKEN))
+        return {
+            job_id: float(job.fields[JobField.ENQUEUED_AT])
+            for job_id, job in zip(job_ids, jobs, strict=True)
+            if JobField.STATE in job.fields and JobField.ENQUEUED_AT in job.fields and not job.leased
+        }
 
     def queued_messages(self, lists: list[str]) -> Op[list[bytes]]:
         """Every message waiting in the broker's `lists` (the stall sweep's scan)."""

@@ -12,10 +12,10 @@ import redis
 import redis.asyncio as aioredis
 
 from farm import keys
-from farm.jobs.callbacks import AsyncCallbackStore
+from farm.jobs.callback_records import AsyncCallbackStore
 from farm.jobs.index import AsyncJobIndex
 from farm.jobs.ops import LEASE_TTL_S, READY_SETTLE_S, REVOKED_KEEP_S, JobOps, Reaped
-from farm.jobs.record import JobPeek, JobRecord, ResultSource, terminal_result
+from farm.jobs.record import JobPeek, JobRecord, ResultSource, StageHandoff, terminal_result
 from farm.keys import JobKeys, Layout
 from farm.redis_ops import AsyncOp, AsyncRunner, Runner, SyncOp
 
@@ -29,6 +29,7 @@ __all__ = [
     "JobStore",
     "Reaped",
     "ResultSource",
+    "StageHandoff",
     "terminal_result",
 ]
 
@@ -83,9 +84,10 @@ class JobStore:
     queue_depths = SyncOp(JobOps.queue_depths)
     ready_by_node = SyncOp(JobOps.ready_by_node)
     count_infra_retry = SyncOp(JobOps.count_infra_retry)
-    set_fields = SyncOp(JobOps.set_fields)
+    mark_pinned = SyncOp(JobOps.mark_pinned)
     prune_index = SyncOp(JobOps.prune_index)
-    fields_of = SyncOp(JobOps.fields_of)
+    sandbox_claims = SyncOp(JobOps.sandbox_claims)
+    queued_since = SyncOp(JobOps.queued_since)
     queued_messages = SyncOp(JobOps.queued_messages)
     take_lock = SyncOp(JobOps.take_lock)
     is_draining = SyncOp(JobOps.is_draining)
@@ -113,7 +115,7 @@ class AsyncJobStore:
         self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None, cluster=_is_cluster(client))
         self.runner = AsyncRunner(client, broker)
         self.callbacks = AsyncCallbackStore(client, self.layout)
-        """The callback deliveries of these jobs (farm/jobs/callbacks.py)."""
+        """The callback deliveries of these jobs (farm/jobs/callback_records.py)."""
         self.index = AsyncJobIndex(client, self.layout)
         """The viewer's reads: jobs by creation time and their rows (farm/jobs/index.py)."""
 
@@ -133,6 +135,7 @@ class AsyncJobStore:
     queue_depths = AsyncOp(JobOps.queue_depths)
     ready_by_node = AsyncOp(JobOps.ready_by_node)
     exists = AsyncOp(JobOps.exists)
-    fields_of = AsyncOp(JobOps.fields_of)
+    specs = AsyncOp(JobOps.specs)
+    progress = AsyncOp(JobOps.progress)
     accepting = AsyncOp(JobOps.accepting)
     set_accepting = AsyncOp(JobOps.set_accepting)

@@ -15,10 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from farm.jobs.store import AsyncJobStore
-from farm.keys import JobField
-from farm.models.results import JobResult, Trace
+from farm.models.results import JobResult, Timings, Trace
 from farm.models.termination import reason_for
-from farm.text import as_text
 
 STAGES = ("queued", "init", "run", "eval")
 LONG_LINES, LONG_CHARS = 60, 6000
@@ -125,21 +123,18 @@ class TraceTokens(BaseModel):
 
 async def pending_view(store: AsyncJobStore, job_id: str) -> JobView | None:
     """A job without a result yet (queued or in a stage): its state and stage times so far."""
-    times_of = [JobField.T_QUEUED, *(JobField.stage_time(s) for s in STAGES[1:])]
-    (fields,) = await store.fields_of([job_id], (JobField.SPEC, JobField.STATE, *times_of))
-    if fields[0] is None:
+    record = await store.progress(job_id)
+    if record is None:
         return None
-    handler = json.loads(fields[0]).get("handler", "?")
-    times = [(stage, float(raw or 0.0)) for stage, raw in zip(STAGES, fields[2:], strict=True)]
-    state = as_text(fields[1] or "queued")
+    t = record.timings()
     return JobView(
         job_id=job_id,
-        state=state,
-        handler=handler,
+        state=record.state.value,
+        handler=record.spec.handler,
         reward=None,
-        timeline=times,
-        queued_s=times[0][1],
-        in_stage_s=sum(t for _, t in times[1:]),
+        timeline=_timeline(t),
+        queued_s=t.queued,
+        in_stage_s=t.in_stages,
         error=None,
         artifacts={},
         traces=[],
@@ -174,15 +169,18 @@ def summarize_trace(index: int, trace: Trace) -> TraceSummary:
     )
 
 
+def _timeline(t: Timings) -> list[tuple[str, float]]:
+    return [(stage, float(getattr(t, stage))) for stage in STAGES]
+
+
 def job_view(result: JobResult) -> JobView:
     t = result.timings
-    timeline = [(stage, float(getattr(t, stage))) for stage in STAGES]
     return JobView(
         job_id=result.job_id,
         state=result.state.value,
         handler=result.handler,
         reward=result.reward,
-        timeline=timeline,
+        timeline=_timeline(t),
         queued_s=t.queued,
         trace_id=result.metadata.get("trace_id")
         if isinstance(result.metadata.get("trace_id"), str)

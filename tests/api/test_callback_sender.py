@@ -12,7 +12,7 @@ import redis
 import redis.asyncio as aioredis
 
 from farm import keys
-from farm.api.callbacks import CallbackSender
+from farm.api.callback_sender import CallbackSender
 from farm.embedded_redis import EmbeddedRedis
 from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec

@@ -24,7 +24,7 @@ from farm.gateway.sessions import SessionStore
 from farm.jobs.dispatch import stage_task_id
 from farm.jobs.messages import StageMessages
 from farm.jobs.spec import JobSpec
-from farm.jobs.store import JobStore, terminal_result
+from farm.jobs.store import JobStore, StageHandoff, terminal_result
 from farm.keys import CLUSTER_BUCKETS, Layout
 from farm.models.results import JobState
 from farm.redis_clients import async_redis_client
@@ -113,7 +113,9 @@ def test_jobs_run_their_stages_on_the_cluster_with_the_broker_apart(
                 continue
             nxt = FOLLOWING[stage]
             message = messages.build(job_id, nxt, stage_task_id(job_id, nxt), nxt)
-            assert store.end_stage(job_id, token, stage, 0.01, message, **{f"{stage}_out": {"ok": 1}})
+            out = {"init_state" if stage == "init" else "run_output": {"ok": 1}}
+            made = StageHandoff("n1", **out)
+            assert store.end_stage(job_id, token, stage, 0.01, message, made)
     assert store.counts_by_state() == {"done": len(ids)}
     assert store.active_ids() == []
     assert len(waiting(store.broker, messages, "eval")) == len(ids)  # each hand-off reached the broker

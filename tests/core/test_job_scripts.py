@@ -16,7 +16,7 @@ from farm import keys
 from farm.embedded_redis import EmbeddedRedis
 from farm.jobs.messages import QueuedMessage
 from farm.jobs.spec import JobSpec
-from farm.jobs.store import LEASE_TTL_S, JobStore, terminal_result
+from farm.jobs.store import LEASE_TTL_S, JobStore, StageHandoff, terminal_result
 from farm.jobs.tally import derived_stats, transitions
 from farm.keys import JobField
 from farm.models.results import JobState, StageError
@@ -36,9 +36,9 @@ def create(store: JobStore, job_id: str = "j1", timeout_s: float = 60.0, callbac
     assert store.create(spec, {"init": f"{job_id}.init"}, QueuedMessage("q:init", f"init {job_id}"))
 
 
-def end(store: JobStore, job_id: str, stage: str, token: int, **outputs: object) -> bool:
+def end(store: JobStore, job_id: str, stage: str, token: int, handoff: StageHandoff | None = None) -> bool:
     message = QueuedMessage(NEXT[stage], f"{stage}-next {job_id}")
-    return store.end_stage(job_id, token, stage, 0.5, message, **outputs)
+    return store.end_stage(job_id, token, stage, 0.5, message, handoff)
 
 
 def test_create_is_idempotent_and_enqueues_once(store: JobStore) -> None:
@@ -73,14 +73,10 @@ def test_end_stage_is_fenced_and_hands_off(store: JobStore) -> None:
     _, _, token = store.begin_stage("j1", "init", "w1")
     assert not end(store, "j1", "init", token + 1)
     assert store._r.llen("q:run") == 0
-    assert end(store, "j1", "init", token, init_state={"sandbox": {"id": "s1"}})
+    assert end(store, "j1", "init", token, StageHandoff("n1", init_state={"sandbox": {"id": "s1"}}))
     assert store._r.lrange("q:run", 0, -1) == ["init-next j1"]
     record = store.get("j1")
-    assert (
-        record is not None
-        and record.stage_done("init")
-        and record.output("init_state") == {"sandbox": {"id": "s1"}}
-    )
+    assert record is not None and record.stage_done("init") and record.init_state == {"sandbox": {"id": "s1"}}
     assert not record.fields["lease_token"] and store._r.zscore(BUCKET.leases, "j1") is None
     assert record.timings().init == pytest.approx(0.5)
     assert store.begin_stage("j1", "init", "w1")[0] == "done"  # a redelivery of a finished stage
@@ -126,7 +122,7 @@ def test_finalize_once_publishes_and_schedules_callback(store: JobStore) -> None
     create(store, callback="http://127.0.0.1:9/cb")
     _, record, token = store.begin_stage("j1", "init", "w1")
     assert record is not None
-    end(store, "j1", "init", token, init_state={"x": 1})
+    end(store, "j1", "init", token, StageHandoff("n1", init_state={"x": 1}))
     _, record, token = store.begin_stage("j1", "run", "w1")
     assert record is not None
     listener = store._r.pubsub(ignore_subscribe_messages=True)
@@ -293,7 +289,7 @@ def test_writes_outside_the_stage_scripts_never_recreate_a_vanished_job(store: J
     that expired or was deleted meanwhile gone (it used to come back as a stub hash without a TTL)."""
     create(store)
     job = store.keys("j1").job
-    assert store.set_fields("j1", {JobField.BACKEND_PINNED: "1"})
+    assert store.mark_pinned("j1")
     store.add_queued_time("j1", 0.25)
     assert store.count_infra_retry("j1") == 1
     assert store.take_ready_slot("j1", "n1", limit=2)
@@ -303,7 +299,7 @@ def test_writes_outside_the_stage_scripts_never_recreate_a_vanished_job(store: J
     assert store._r.ttl(job) > 0
 
     store._r.delete(job)
-    assert not store.set_fields("j1", {JobField.BACKEND_PINNED: "1"})
+    assert not store.mark_pinned("j1")
     store.add_queued_time("j1", 0.25)
     assert store.count_infra_retry("j1") == -1
     store._r.delete(keys.ready("n2"))

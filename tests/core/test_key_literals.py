@@ -80,3 +80,16 @@ def test_job_scripts_use_only_the_named_fields() -> None:
             used |= {q for q in re.findall(r"'([^'\n]*)'", code) if not q.isupper()}  # not commands
     assert used, "no job script found"
     assert used - allowed == set()
+
+
+def test_only_the_job_store_knows_the_job_hash_fields() -> None:
+    """farm/jobs/ is the one codec of a job's hash: everyone else reads and writes a job through its typed
+    objects (JobRecord, StageHandoff, the purpose-named reads of farm/jobs/ops.py), never by field name."""
+    outside = [
+        rel
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not (rel := path.relative_to(ROOT).as_posix()).startswith("farm/jobs/")
+        if rel != "farm/keys.py" and re.search(r"\bJobField\b", path.read_text())
+    ]
+    assert outside == []

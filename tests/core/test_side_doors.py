@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OWNERS = {
     "farm/redis_ops.py": "runs every operation on a sync or asyncio client",
     "farm/jobs/ops.py": "the job store's operations",
-    "farm/jobs/callbacks.py": "callback deliveries' operations",
+    "farm/jobs/callback_records.py": "callback deliveries' operations",
     "farm/jobs/task_records.py": "the task API's records",
     "farm/jobs/offpolicy_records.py": "the off-policy lag trainers report, and their stale-sample counts",
     "farm/jobs/index.py": "the viewer's reads of the job index and rows",

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from containers.handle import SandboxHandle
 from farm.jobs.dispatch import MOST_URGENT, broker_priority
-from tasks.orphans import is_orphan
+from farm.jobs.record import JobFields
+from tasks.orphans import is_orphan as orphan_rule
 
 
 @given(st.integers(-5, 20), st.integers(-5, 20))
@@ -35,6 +36,10 @@ def _handle(sandbox_id: str = "abc") -> SandboxHandle:
 
 
 def test_orphan_rules() -> None:
+    def is_orphan(handle: SandboxHandle, fields: dict[str, str | None], now: float) -> bool:
+        stored = JobFields({name: value for name, value in fields.items() if value is not None})
+        return orphan_rule(handle, stored, now)  # the job hash's fields, as stored
+
     now = time.time()
     mine = json.dumps({"sandbox": {"id": "abc"}})
     other = json.dumps({"sandbox": {"id": "zzz"}})

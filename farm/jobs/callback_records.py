@@ -1,9 +1,11 @@
 """Callback deliveries in Redis: each job bucket's callbacks zset (job id -> when its result should next be
 POSTed; FINALIZE adds a job with a callback_url) and the job hash's callback fields. The operations and
-their Lua, written once (farm/redis_ops.py); the API's callback sender (farm/api/callbacks.py) runs them.
-"""
+their Lua, written once (farm/redis_ops.py); the API's callback sender (farm/api/callback_sender.py) runs
+them."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import redis.asyncio as aioredis
 
@@ -38,6 +40,7 @@ else
 end
 return 1
 """
+CallbackState = Literal["delivered", "retrying", "failed"]
 
 
 class CallbackOps:
@@ -63,13 +66,15 @@ class CallbackOps:
         args = [job_id, JobField.CALLBACK_ATTEMPTS]
         return int((yield Script(COUNT_ATTEMPT, [k.job, k.callbacks], args)))
 
-    def record_outcome(self, job_id: str, retry_at: float | None, *fields: tuple[str, str]) -> Op[None]:
-        """Records a delivery's outcome on the job (if it still exists) and reschedules or unschedules it."""
+    def record_outcome(
+        self, job_id: str, state: CallbackState, error: str | None = None, retry_at: float | None = None
+    ) -> Op[None]:
+        """Records how a delivery ended on the job (if it still exists) and reschedules it at `retry_at`
+        or unschedules it."""
         k = self.layout.job_keys(job_id)
-        flat = [item for pair in fields for item in pair]
-        yield Script(
-            RECORD_OUTCOME, [k.job, k.callbacks], [job_id, "" if retry_at is None else retry_at, *flat]
-        )
+        args = [job_id, "" if retry_at is None else retry_at, JobField.CALLBACK_STATE, state]
+        args += [] if error is None else [JobField.CALLBACK_ERROR, error]
+        yield Script(RECORD_OUTCOME, [k.job, k.callbacks], args)
 
 
 class AsyncCallbackStore:

@@ -23,7 +23,6 @@ import httpx
 
 from farm.background import raise_if_stopping
 from farm.jobs.store import AsyncJobStore
-from farm.keys import JobField
 from farm.outage import report
 
 log = logging.getLogger(__name__)
@@ -92,7 +91,7 @@ class CallbackSender:
 
     async def _deliver(self, http: httpx.AsyncClient, job_id: str) -> None:
         record = await self.store.get(job_id)
-        url = record.fields.get(JobField.CALLBACK_URL) if record else None
+        url = record.callback_url if record else None
         if record is None or not url or record.result is None:
             await self.deliveries.unschedule(job_id)
             return
@@ -108,15 +107,11 @@ class CallbackSender:
         except httpx.HTTPError as exc:
             ok, reason = False, f"{type(exc).__name__}: {exc}"
         if ok:
-            await self.deliveries.record_outcome(job_id, None, (JobField.CALLBACK_STATE, "delivered"))
+            await self.deliveries.record_outcome(job_id, "delivered")
             return
         if attempt >= MAX_ATTEMPTS:
             log.warning("giving up on the callback of %s after %d attempts (%s)", job_id, attempt, reason)
-            await self.deliveries.record_outcome(
-                job_id, None, (JobField.CALLBACK_STATE, "failed"), (JobField.CALLBACK_ERROR, reason)
-            )
+            await self.deliveries.record_outcome(job_id, "failed", reason)
             return
         retry_at = time.time() + BACKOFF_S[min(attempt - 1, len(BACKOFF_S) - 1)]
-        await self.deliveries.record_outcome(
-            job_id, retry_at, (JobField.CALLBACK_STATE, "retrying"), (JobField.CALLBACK_ERROR, reason)
-        )
+        await self.deliveries.record_outcome(job_id, "retrying", reason, retry_at)
