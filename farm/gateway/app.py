@@ -199,16 +199,30 @@ def _error(provider: str, error: GatewayError) -> JSONResponse:
     return JSONResponse(PROVIDERS[provider].render_error(error), status_code=error.status)
 
 
-_ROUTE_PROVIDERS = {
-    "v1/chat/completions": OPENAI_CHAT,
-    "v1/responses": OPENAI_RESPONSES,
-    "v1/messages": ANTHROPIC,
+# The model-call routes (the path after the session id) with their provider and endpoint name: the one
+# list, which declares the routes (below) and picks a call's provider. Google's take `{model}:{action}`.
+_PROVIDER_ROUTES = {
+    "v1/chat/completions": (OPENAI_CHAT, "openai_chat_completions"),
+    "v1/responses": (OPENAI_RESPONSES, "openai_responses"),
+    "v1/messages": (ANTHROPIC, "anthropic_messages"),
 }
+# google-genai 3.6 (google/genai/_api_client.py, GOOGLE_AI_API_DEFAULT_VERSION = 'v1') calls /v1/ unless told
+# `api_version="v1beta"`; gemini-cli pins v1beta. Both are served by one handler.
+_GOOGLE_ROUTES = ("v1beta/models/", "v1/models/")
+
+
+def _route_provider(route: str) -> str:
+    """The provider of the model-call `route` (as in `model_call`); a route of no provider is an error."""
+    if route in _PROVIDER_ROUTES:
+        return _PROVIDER_ROUTES[route][0]
+    if route.startswith(_GOOGLE_ROUTES):
+        return GOOGLE
+    raise LookupError(f"{route!r} is not a model-call route")
 
 
 def provider_error(route: str, error: GatewayError) -> JSONResponse:
     """`error` in the shape of the provider whose `route` (as in `model_call`) was called."""
-    return _error(_ROUTE_PROVIDERS.get(route, GOOGLE), error)
+    return _error(_route_provider(route), error)
 
 
 async def _parse(
@@ -452,8 +466,8 @@ def _stream_head(
 async def model_call(request: Request, runtime: GatewayRuntime, session_id: str, route: str) -> Response:
     """Serve one model call; `route` is the path after the session id (`v1/chat/completions`, ...).
     Shared by the FastAPI routes below and the ASGI fast path (farm/gateway/fast_path.py)."""
-    provider = _ROUTE_PROVIDERS.get(route)
-    if provider is not None:
+    provider = _route_provider(route)
+    if provider != GOOGLE:
         return await _model_call(request, runtime, session_id, provider)
     return await _google(request, runtime, session_id, route.rpartition("/")[2])
 
@@ -489,8 +503,7 @@ def install_fast_path(app: FastAPI) -> None:
 
 
 def _provider_route(route: str, name: str) -> None:
-    """Declares the model-call route `route` (the path after the session id; its provider from
-    _ROUTE_PROVIDERS), served by the fast path; the route is written once, here."""
+    """Declares the model-call route `route` of _PROVIDER_ROUTES, served by the fast path."""
 
     async def endpoint(
         session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
@@ -501,11 +514,7 @@ def _provider_route(route: str, name: str) -> None:
     router.post(f"/sessions/{{session_id}}/{route}", name=name)(served_fast(endpoint))
 
 
-for _route, _name in (
-    ("v1/chat/completions", "openai_chat_completions"),
-    ("v1/responses", "openai_responses"),
-    ("v1/messages", "anthropic_messages"),
-):
+for _route, (_, _name) in _PROVIDER_ROUTES.items():
     _provider_route(_route, _name)
 
 
@@ -535,15 +544,15 @@ def _google_encoder(alt_sse: bool) -> EncoderFactory:
     return make
 
 
-# google-genai 3.6 (google/genai/_api_client.py, GOOGLE_AI_API_DEFAULT_VERSION = 'v1') calls /v1/ unless told
-# `api_version="v1beta"`; gemini-cli pins v1beta. Both are served by one handler.
-@router.post("/sessions/{session_id}/v1/models/{model_action}")
-@router.post("/sessions/{session_id}/v1beta/models/{model_action}")
 @served_fast
 async def google_generate(
     session_id: str, model_action: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
 ) -> Response:
     return await _google(request, runtime, session_id, model_action)
+
+
+for _prefix in _GOOGLE_ROUTES:
+    router.post(f"/sessions/{{session_id}}/{_prefix}{{model_action}}")(google_generate)
 
 
 async def _google(request: Request, runtime: GatewayRuntime, session_id: str, model_action: str) -> Response:
