@@ -19,7 +19,7 @@ from farm.api.backend_health import probe_forever
 from farm.api.callbacks import CallbackSender
 from farm.api.groups import settle_forever
 from farm.api.invalid import invalid_request
-from farm.api.outage import OutageGuard, RedisWatch
+from farm.api.outage_guard import OutageGuard, RedisWatch
 from farm.api.state import FarmState
 from farm.api.strict_json import StrictJSONBody
 from farm.background import stop_all
