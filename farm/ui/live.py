@@ -7,7 +7,7 @@ from typing import Any
 from farm.models.results import STAGES
 from farm.status import farm_status
 from farm.ui.index import recent_rows
-from farm.web.state import SharedState
+from farm.web.shared_state import SharedState
 
 FAILED_STATES = ("failed", "timeout")
 RECENT_FAILURE_WINDOW = 500

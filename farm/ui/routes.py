@@ -32,7 +32,7 @@ from farm.ui.trajectory import (
     pending_view,
     trace_tokens,
 )
-from farm.web.state import SharedState, shared_state
+from farm.web.shared_state import SharedState, shared_state
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
