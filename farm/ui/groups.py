@@ -9,7 +9,7 @@ import statistics
 
 from pydantic import BaseModel
 
-from farm.ui.index import JobFilter, JobRow, job_page, rows_for
+from farm.ui.job_pages import JobFilter, JobRow, job_page, rows_for
 from farm.web.shared_state import SharedState
 
 
