@@ -25,7 +25,7 @@ from farm.api.strict_json import StrictJSONBody
 from farm.background import stop_all
 from farm.gateway.app import install_fast_path
 from farm.gateway.app import router as gateway_router
-from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
+from farm.gateway.services import GatewayServices, gateway_lifespan
 from farm.logs import configure as configure_logging
 from farm.memory import cap_malloc_arenas
 from farm.outage import redis_outage
@@ -55,8 +55,8 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyn
             asyncio.create_task(settle_forever(state), name="group settler"),
         ]
         try:
-            runtime = GatewayRuntime.create(redis=state.redis, backends=state.pool, settings=settings)
-            async with gateway_lifespan(app, runtime):
+            services = GatewayServices.create(redis=state.redis, backends=state.pool, settings=settings)
+            async with gateway_lifespan(app, services):
                 yield
         finally:
             await stop_all(background)
