@@ -41,7 +41,9 @@ def poll(
     accept: Callable[[T], object] = bool,
     interval_s: float = 0.01,
 ) -> T:
-    """The first value of `probe()` that `accept` takes, or the last one seen once the deadline passes."""
+    """The first value of `probe()` that `accept` takes, or the last one seen once the deadline passes:
+    for callers that report a timeout themselves, with more than the value (tests/waiting.py's
+    `wait_until` raises)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = probe()
