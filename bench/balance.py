@@ -27,14 +27,13 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import parse_quick
+from bench.common import parse_quick, wait_answering
 from farm import keys
 from farm.children import spawn
 from farm.client import FarmClient
 from farm.client.polling import PollPolicy
 from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.launcher import LocalFarm, WorkerSpec
-from tests.waiting import WaitTimeout, wait_answering
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "handlers" / "math" / "problems.jsonl"
 POLL = PollPolicy(initial_s=0.01, maximum_s=0.1)
@@ -48,7 +47,7 @@ def start_llm(token_latency_ms: float, log: Path) -> tuple[subprocess.Popen[byte
     url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_answering(f"{url}/models", 60, what="the slow LLM server to answer", request_s=1)
-    except WaitTimeout:
+    except TimeoutError:
         proc.kill()
         raise
     return proc, url

@@ -7,7 +7,7 @@ its evaluator (reward 1 when the \\boxed{} answer is right). Random `tiny` weigh
 on farm-generated SFT data (the scripted reference LLM solves each question with one python call; its
 successful trajectories go through the SFT adapter, `to_sft_records(style="tokens")`), stopping while the
 policy still succeeds only now and then (each question's recorded success sampled with a ~5% chance), then
-trains with the compact loop of examples/farm_grpo.py: a PPO-clipped token-level policy gradient, four
+trains with the compact loop of bench/learning.py: a PPO-clipped token-level policy gradient, four
 optimizer steps per batch, the advantage the reward itself (`--baseline zero`: only rewarded episodes are
 pushed up; `--baseline group` is Dr. GRPO's group mean, which on this task pushed the shared, already
 confident tokens of failed episodes down and left the reward flat or falling: see `grpo_loss`).
@@ -24,7 +24,7 @@ last three batches. Results go to farm-runs/learn-<time>.jsonl (`farm report` dr
 with the reward it was trained on (0 without a tool call) and the evaluator's as `metadata.evaluator_reward`.
 
 `--trainer trl` trains the same warm-started policy on the same farm with TRL's own GRPOTrainer instead
-(examples/trl_grpo.py: its rollout hook takes the DAPO consumer's batches, a callback publishes after each
+(bench/learning_trl.py: its rollout hook takes the DAPO consumer's batches, a callback publishes after each
 batch; `--loss-type`, `--scale-rewards`, `--beta`, `--epsilon-high`, `--top-entropy-quantile`, `--lr` and
 `--updates` (num_iterations) are passed to its GRPOConfig) and prints the same rows and closing line.
 """
@@ -55,7 +55,7 @@ from rich.table import Table
 from transformers import LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 
-from examples.farm_grpo import (
+from bench.learning import (
     Mismatch,
     Publisher,
     Snapshots,
@@ -293,7 +293,7 @@ def step_row(
 def compact_loop(
     warm: Warm, args: argparse.Namespace, console: Console, rows: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """examples/farm_grpo.py's loop; returns what the summary adds (the seconds spent publishing)."""
+    """bench/learning.py's loop; returns what the summary adds (the seconds spent publishing)."""
     model, optimizer = warm.model, warm.optimizer
     publisher = Publisher(warm.farm, [warm.tiny_url], warm.work / "checkpoints")
     snapshots = Snapshots(keep=args.max_offpolicyness + 2)
@@ -337,27 +337,27 @@ def compact_loop(
 def trl_loop(
     warm: Warm, args: argparse.Namespace, console: Console, rows: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """TRL's GRPOTrainer (examples/trl_grpo.py) on the same farm: its rollout hook takes DAPO-consumer
+    """TRL's GRPOTrainer (bench/learning_trl.py) on the same farm: its rollout hook takes DAPO-consumer
     batches, a callback publishes after each batch. Returns what the summary adds: the seconds spent
     publishing and, per batch, the tokens the hook handed TRL to train and TRL's own logged metrics."""
-    from examples import trl_grpo
+    from bench import learning_trl
 
     publisher = Publisher(warm.farm, [warm.tiny_url], warm.work / "checkpoints")
     snapshots = Snapshots(keep=2)
-    versions = trl_grpo.Versions()
+    versions = learning_trl.Versions()
     publisher.publish(warm.model, versions.current)
     snapshots.add(versions.current, warm.model)
     # TRL's ratio is against its own recomputation under the weights it holds (no sampler correction
-    # without vLLM): only groups sampled by exactly those weights are admitted (examples/trl_grpo.py), and
+    # without vLLM): only groups sampled by exactly those weights are admitted (bench/learning_trl.py), and
     # work carried from an older version is cancelled, so by default nothing runs beyond the batch (it would
     # only take CPU from TRL's step and then be thrown away)
     extra = 0 if args.extra_in_flight is None else args.extra_in_flight
     config = dapo_config(args, warm.run_file, extra, max_offpolicyness=0, max_staleness=0)
 
-    def on_batch(batch: trl_grpo.Rollouts, version: int) -> bool:
+    def on_batch(batch: learning_trl.Rollouts, version: int) -> bool:
         step = len(rows)
         record(warm.run_file, batch.groups, step, version)
-        stats = trl_grpo.batch_stats(batch)
+        stats = learning_trl.batch_stats(batch)
         rows.append(step_row(step, stats, batch.staleness, batch.mismatch, warm.started))
         console.print(_line(rows[-1]))
         if time.monotonic() - warm.started > args.max_seconds:
@@ -365,7 +365,7 @@ def trl_loop(
             return True
         return False
 
-    options = trl_grpo.TrlOptions(
+    options = learning_trl.TrlOptions(
         loss_type=args.loss_type,
         scale_rewards=args.scale_rewards,
         beta=args.beta,
@@ -375,13 +375,13 @@ def trl_loop(
         top_entropy_quantile=args.top_entropy_quantile,
     )
     with DapoConsumer(warm.local.api_url, cycle(warm.instances, args.seed), config) as dapo:
-        rollouts = trl_grpo.FarmRolloutFunc(
+        rollouts = learning_trl.FarmRolloutFunc(
             dapo, args.n, versions, snapshots, TEMPERATURE, warm.tokenizer.eos_token_id
         )
-        callback = trl_grpo.PublishEachBatch(
+        callback = learning_trl.PublishEachBatch(
             publisher, snapshots, versions, rollouts, options.num_iterations, on_batch
         )
-        trainer = trl_grpo.train(
+        trainer = learning_trl.train(
             warm.model,
             warm.optimizer,
             warm.tokenizer.hf,
@@ -510,7 +510,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-seconds", type=float, default=540)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trainer", choices=("compact", "trl"), default="compact",
-                        help="examples/farm_grpo.py's loop, or TRL's GRPOTrainer (examples/trl_grpo.py; "
+                        help="bench/learning.py's loop, or TRL's GRPOTrainer (bench/learning_trl.py; "
                         "pip install -e '.[trl]')")  # fmt: skip
     trl = parser.add_argument_group("--trainer trl", "GRPOConfig options (TRL's names and defaults)")
     trl.add_argument("--loss-type", default="dapo", help="grpo, dr_grpo, dapo, bnpo, cispo, sapo, ...")

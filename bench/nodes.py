@@ -1,5 +1,5 @@
 """`python -m bench.nodes [--cluster] [--jobs N] [--quick]`: the partition scenario of
-tests/nodes/scenario.py (three nodes in their own network namespaces; a cut longer than a lease, a node
+bench/netlab/scenario.py (three nodes in their own network namespaces; a cut longer than a lease, a node
 killed, a lossy link) with its table of outcomes and recovery times. Needs root, iproute2 and util-linux."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import os
 import sys
 import time
 
-from tests.nodes.netfarm import NetFarm, NodeSpec
-from tests.nodes.netlab import sweep_leftovers, unavailable_reason
-from tests.nodes.scenario import Sizes, run
+from bench.netlab.netfarm import NetFarm, NodeSpec
+from bench.netlab.netlab import sweep_leftovers, unavailable_reason
+from bench.netlab.scenario import Sizes, run
 
 
 def main() -> None:

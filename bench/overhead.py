@@ -30,9 +30,9 @@ from rich.table import Table
 from bench.common import parse_quick, pct
 from farm.embedded_redis import EmbeddedRedis
 from farm.handler.registry import get_handler
+from farm.handler.standalone import job_context
 from farm.jobs.spec import JobSpec
 from farm.launcher import LocalFarm, WorkerSpec
-from tests.job_contexts import job_context
 
 NOOP = {"handler": "noop"}
 

@@ -57,8 +57,9 @@ INTERRUPTED = 130
 
 
 def math_problems() -> list[dict[str, Any]]:
-    # Found without importing `handlers` (whose __init__ imports every handler: a second of CPU, paid
-    # before `farm demo` could even say that its port is taken); the demo process runs no handler.
+    # Found without importing `handlers.math` (whose __init__ imports the math handler and the agent stack
+    # under it: 2.4 s of CPU on a loaded 2-core machine, paid before `farm demo` could even say that its
+    # port is taken); the demo process runs no handler.
     spec = importlib.util.find_spec("handlers")
     if spec is None or not spec.submodule_search_locations:
         raise FarmStartError("the handlers package is not installed")

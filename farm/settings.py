@@ -1,4 +1,4 @@
-"""Process configuration from FARM_* environment variables (SPEC "Processes and configuration")."""
+"""Process configuration from FARM_* environment variables (docs/CONTRACT.md "Settings")."""
 
 from __future__ import annotations
 

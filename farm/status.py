@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from farm.settings import get_settings
-from farm.web.state import SharedState
+from farm.web.shared_state import SharedState
 from farm.workers import live_workers_async
 
 STAGE_QUEUES = ("init", "run", "eval")

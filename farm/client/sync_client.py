@@ -1,4 +1,4 @@
-"""Blocking client for the whole SPEC API (management, task API), built on httpx."""
+"""Blocking client for the whole API (docs/CONTRACT.md) (management, task API), built on httpx."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The gateway ASGI router: provider-shaped model endpoints per session, and the session API.
 
 `router` carries its `/gateway` prefix: the API includes it as is; `create_gateway_app()` serves it alone
-(`farm gateway`). Without an installed runtime (`gateway_lifespan`) one is created from settings on first use.
+(`farm gateway`). Without installed services (`gateway_lifespan`) they are created from settings on first use.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from farm.gateway.providers import (
 )
 from farm.gateway.providers.base import StreamEncoder
 from farm.gateway.providers.google_genai import StreamEncoder as GoogleStreamEncoder
-from farm.gateway.runtime import GatewayRuntime, gateway_lifespan, get_runtime
+from farm.gateway.services import GatewayServices, gateway_lifespan, get_services
 from farm.gateway.sessions import NoCompletion, SessionInfo, SessionNotFound
 from farm.gateway.streaming import StreamAssembler, UpstreamStream
 from farm.gateway.upstream import ForwardResult
@@ -100,70 +100,70 @@ def _known(session_id: str) -> Iterator[None]:
         raise HTTPException(status_code=404, detail=f"unknown session {session_id!r}") from None
 
 
-async def _session(runtime: GatewayRuntime, session_id: str) -> SessionInfo:
+async def _session(services: GatewayServices, session_id: str) -> SessionInfo:
     with _known(session_id):
-        return await runtime.store.get(session_id)
+        return await services.store.get(session_id)
 
 
 @router.post("/sessions", dependencies=management, responses=errors(401))
 async def create_session(
-    body: CreateSessionRequest, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+    body: CreateSessionRequest, request: Request, services: GatewayServices = Depends(get_services)
 ) -> CreateSessionResponse:
-    info = await runtime.store.create(task_id=body.task_id, metadata=body.metadata)
+    info = await services.store.create(task_id=body.task_id, metadata=body.metadata)
     return CreateSessionResponse(
         session_id=info.session_id, base_url=f"{str(request.url).rstrip('/')}/{info.session_id}"
     )
 
 
 @router.get("/sessions/{session_id}", dependencies=management, responses=errors(401))
-async def get_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, Any]:
-    info = await _session(runtime, session_id)
+async def get_session(session_id: str, services: GatewayServices = Depends(get_services)) -> dict[str, Any]:
+    info = await _session(services, session_id)
     count, failures = await asyncio.gather(
-        runtime.store.completion_count(session_id), runtime.store.failures(session_id)
+        services.store.completion_count(session_id), services.store.failures(session_id)
     )
     return {**info.model_dump(), "completion_count": count, "failed_call_count": len(failures)}
 
 
 @router.post("/sessions/{session_id}/reward", dependencies=management, responses=errors(401, 409))
 async def set_reward(
-    session_id: str, body: RewardRequest, runtime: GatewayRuntime = Depends(get_runtime)
+    session_id: str, body: RewardRequest, services: GatewayServices = Depends(get_services)
 ) -> dict[str, Any]:
-    await _session(runtime, session_id)
+    await _session(services, session_id)
     completion_id = body.completion_id
     if completion_id:  # accept the id as a provider showed it (msg_..., resp_...)
         for prefix in ("msg_", "resp_"):
             completion_id = completion_id.removeprefix(prefix)
     try:
-        rewarded = await runtime.store.set_reward(session_id, body.reward, completion_id)
+        rewarded = await services.store.set_reward(session_id, body.reward, completion_id)
     except NoCompletion as exc:
         raise HTTPException(status_code=404 if body.completion_id else 409, detail=str(exc)) from None
     return {"ok": True, "completion_id": rewarded}
 
 
 @router.post("/sessions/{session_id}/end", dependencies=management, responses=errors(401))
-async def end_session(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> dict[str, int]:
+async def end_session(session_id: str, services: GatewayServices = Depends(get_services)) -> dict[str, int]:
     with _known(session_id):
-        count = await runtime.store.end(session_id)
-    await runtime.backends.release(session_id)
+        count = await services.store.end(session_id)
+    await services.backends.release(session_id)
     return {"completion_count": count}
 
 
 @router.get("/sessions/{session_id}/completions", dependencies=management, responses=errors(401))
 async def list_completions(
-    session_id: str, runtime: GatewayRuntime = Depends(get_runtime)
+    session_id: str, services: GatewayServices = Depends(get_services)
 ) -> list[CompletionRecord]:
     with _known(session_id):
-        return await runtime.store.completions(session_id)
+        return await services.store.completions(session_id)
 
 
 @router.post("/sessions/{session_id}/export", dependencies=management, responses=errors(401))
 async def export_session(
-    session_id: str, body: ExportRequest | None = None, runtime: GatewayRuntime = Depends(get_runtime)
+    session_id: str, body: ExportRequest | None = None, services: GatewayServices = Depends(get_services)
 ) -> ExportResponse:
     body = body or ExportRequest()
-    info = await _session(runtime, session_id)
+    info = await _session(services, session_id)
     records, failures = await asyncio.gather(
-        runtime.store.completions(session_id), runtime.store.failures(session_id)
+        services.store.completions(session_id), services.store.failures(session_id)
     )
     failed_calls = [f.error.summary(f) for f in failures if f.error is not None]
     strategy = body.style or body.builder
@@ -199,21 +199,35 @@ def _error(provider: str, error: GatewayError) -> JSONResponse:
     return JSONResponse(PROVIDERS[provider].render_error(error), status_code=error.status)
 
 
-_ROUTE_PROVIDERS = {
-    "v1/chat/completions": OPENAI_CHAT,
-    "v1/responses": OPENAI_RESPONSES,
-    "v1/messages": ANTHROPIC,
+# The model-call routes (the path after the session id) with their provider and endpoint name: the one
+# list, which declares the routes (below) and picks a call's provider. Google's take `{model}:{action}`.
+_PROVIDER_ROUTES = {
+    "v1/chat/completions": (OPENAI_CHAT, "openai_chat_completions"),
+    "v1/responses": (OPENAI_RESPONSES, "openai_responses"),
+    "v1/messages": (ANTHROPIC, "anthropic_messages"),
 }
+# google-genai 3.6 (google/genai/_api_client.py, GOOGLE_AI_API_DEFAULT_VERSION = 'v1') calls /v1/ unless told
+# `api_version="v1beta"`; gemini-cli pins v1beta. Both are served by one handler.
+_GOOGLE_ROUTES = ("v1beta/models/", "v1/models/")
+
+
+def _route_provider(route: str) -> str:
+    """The provider of the model-call `route` (as in `model_call`); a route of no provider is an error."""
+    if route in _PROVIDER_ROUTES:
+        return _PROVIDER_ROUTES[route][0]
+    if route.startswith(_GOOGLE_ROUTES):
+        return GOOGLE
+    raise LookupError(f"{route!r} is not a model-call route")
 
 
 def provider_error(route: str, error: GatewayError) -> JSONResponse:
     """`error` in the shape of the provider whose `route` (as in `model_call`) was called."""
-    return _error(_ROUTE_PROVIDERS.get(route, GOOGLE), error)
+    return _error(_route_provider(route), error)
 
 
 async def _parse(
     request: Request,
-    runtime: GatewayRuntime,
+    services: GatewayServices,
     session_id: str,
     provider: str,
     model: str | None,
@@ -221,7 +235,7 @@ async def _parse(
 ) -> tuple[SessionInfo, ChatRequest]:
     if info is None:
         try:
-            info = await runtime.store.get(session_id)
+            info = await services.store.get(session_id)
         except SessionNotFound:
             raise GatewayError(
                 ErrorKind.not_found, f"session {session_id!r} was never issued or has expired"
@@ -281,7 +295,7 @@ _NOT_CALL_FAILURES = (ErrorKind.not_found, ErrorKind.conflict, ErrorKind.unautho
 
 @dataclass
 class _Failure:
-    runtime: GatewayRuntime
+    services: GatewayServices
     session_id: str
     provider: str
     completion_id: str
@@ -304,24 +318,24 @@ class _Failure:
         )
         trace_call(self.info, record)
         try:
-            await self.runtime.store.append_failure(record)
+            await self.services.store.append_failure(record)
         except redis.RedisError:  # the client still gets its error; the log is best effort
             logger.warning("could not log a failed call of session %s", self.session_id, exc_info=True)
 
 
 async def _session_and_backend(
-    runtime: GatewayRuntime, session_id: str
+    services: GatewayServices, session_id: str
 ) -> tuple[SessionInfo, BackendInfo | None]:
-    cached = runtime.store.cached(session_id)
+    cached = services.store.cached(session_id)
     if cached is not None:
         return cached, None  # the forwarder acquires, overlapped with the call to the remembered pin
     # Reading the session and taking its (sticky) backend are independent: one round trip, not two.
     found, backend = await asyncio.gather(
-        runtime.store.get(session_id), runtime.backends.acquire(session_id), return_exceptions=True
+        services.store.get(session_id), services.backends.acquire(session_id), return_exceptions=True
     )
     if isinstance(found, SessionNotFound):
         if isinstance(backend, BackendInfo):
-            await runtime.backends.release(session_id)  # no pin for an id that was never issued
+            await services.backends.release(session_id)  # no pin for an id that was never issued
         raise GatewayError(ErrorKind.not_found, f"session {session_id!r} was never issued or has expired")
     if isinstance(found, BaseException):
         raise found
@@ -335,7 +349,7 @@ EncoderFactory = Callable[[ChatCompletion, ChatRequest], StreamEncoder]
 
 async def _model_call(
     request: Request,
-    runtime: GatewayRuntime,
+    services: GatewayServices,
     session_id: str,
     provider: str,
     model: str | None = None,
@@ -349,32 +363,34 @@ async def _model_call(
     chat: ChatRequest | None = None
     info: SessionInfo | None = None
     try:
-        info, backend = await _session_and_backend(runtime, session_id)
-        info, chat = await _parse(request, runtime, session_id, provider, model, info)
+        info, backend = await _session_and_backend(services, session_id)
+        info, chat = await _parse(request, services, session_id, provider, model, info)
         if stream is not None:
             chat.stream = stream
         if info.state == "ended":
-            await runtime.backends.release(session_id)  # /end gave the pin back; this call took it again
+            await services.backends.release(session_id)  # /end gave the pin back; this call took it again
             raise GatewayError(ErrorKind.conflict, f"session {session_id!r} has ended")
         if chat.stream:
-            upstream = await runtime.forwarder.open_stream(info, chat, backend)
+            upstream = await services.forwarder.open_stream(info, chat, backend)
             make = encoder or PROVIDERS[provider].stream_encoder
-            frames = _relay(runtime, upstream, make, chat, completion_id, info, provider, started_at, started)
+            frames = _relay(
+                services, upstream, make, chat, completion_id, info, provider, started_at, started
+            )
             return StreamingResponse(
                 frames,
                 media_type=media_type,
                 headers={"cache-control": "no-cache"},
             )
-        result = await runtime.forwarder.complete(info, chat, completion_id, backend)
+        result = await services.forwarder.complete(info, chat, completion_id, backend)
         reply = result.reply
         record = _record(
             completion_id, session_id, provider, chat, result, started_at, time.perf_counter() - started
         )
-        await runtime.keep(record)  # no 200 without its record
+        await services.keep(record)  # no 200 without its record
         trace_call(info, record)
     except (GatewayError, redis.RedisError) as exc:
         error = _unavailable(exc) if isinstance(exc, redis.RedisError) else exc
-        failure = _Failure(runtime, session_id, provider, completion_id, started_at, info)
+        failure = _Failure(services, session_id, provider, completion_id, started_at, info)
         await failure.record(error, chat)
         return _error(provider, error)
     return JSONResponse(PROVIDERS[provider].render_response(reply.completion, chat))
@@ -387,7 +403,7 @@ def _unavailable(exc: redis.RedisError) -> GatewayError:
 
 
 async def _relay(
-    runtime: GatewayRuntime,
+    services: GatewayServices,
     upstream: UpstreamStream,
     make: EncoderFactory,
     chat: ChatRequest,
@@ -424,11 +440,11 @@ async def _relay(
         record = _record(
             completion_id, info.session_id, provider, chat, served, started_at, time.perf_counter() - started
         )
-        await runtime.keep(record)  # before the final frames: a stream ends finished only when recorded
+        await services.keep(record)  # before the final frames: a stream ends finished only when recorded
         trace_call(info, record)
     except (GatewayError, redis.RedisError) as exc:  # the stream's failures, judged by the policy
         error = _unavailable(exc) if isinstance(exc, redis.RedisError) else exc
-        failure = _Failure(runtime, info.session_id, provider, completion_id, started_at, info)
+        failure = _Failure(services, info.session_id, provider, completion_id, started_at, info)
         await failure.record(error, chat)
         if encoder is None:
             encoder = make(ChatCompletion(id=completion_id, model=chat.model), chat)
@@ -449,18 +465,18 @@ def _stream_head(
     return make(head, chat)
 
 
-async def model_call(request: Request, runtime: GatewayRuntime, session_id: str, route: str) -> Response:
+async def model_call(request: Request, services: GatewayServices, session_id: str, route: str) -> Response:
     """Serve one model call; `route` is the path after the session id (`v1/chat/completions`, ...).
     Shared by the FastAPI routes below and the ASGI fast path (farm/gateway/fast_path.py)."""
-    provider = _ROUTE_PROVIDERS.get(route)
-    if provider is not None:
-        return await _model_call(request, runtime, session_id, provider)
-    return await _google(request, runtime, session_id, route.rpartition("/")[2])
+    provider = _route_provider(route)
+    if provider != GOOGLE:
+        return await _model_call(request, services, session_id, provider)
+    return await _google(request, services, session_id, route.rpartition("/")[2])
 
 
 async def _fast_model_call(request: Request, session_id: str, route: str) -> Response:
     try:
-        return await model_call(request, await get_runtime(request), session_id, route)
+        return await model_call(request, await get_services(request), session_id, route)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         # What the API's exception handler answers on the routed path: retryable, not a 500.
         message = f"the farm's Redis is unreachable ({type(exc).__name__}); retry shortly"
@@ -489,32 +505,27 @@ def install_fast_path(app: FastAPI) -> None:
 
 
 def _provider_route(route: str, name: str) -> None:
-    """Declares the model-call route `route` (the path after the session id; its provider from
-    _ROUTE_PROVIDERS), served by the fast path; the route is written once, here."""
+    """Declares the model-call route `route` of _PROVIDER_ROUTES, served by the fast path."""
 
     async def endpoint(
-        session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+        session_id: str, request: Request, services: GatewayServices = Depends(get_services)
     ) -> Response:
-        return await model_call(request, runtime, session_id, route)
+        return await model_call(request, services, session_id, route)
 
     endpoint.__name__ = endpoint.__qualname__ = name
     router.post(f"/sessions/{{session_id}}/{route}", name=name)(served_fast(endpoint))
 
 
-for _route, _name in (
-    ("v1/chat/completions", "openai_chat_completions"),
-    ("v1/responses", "openai_responses"),
-    ("v1/messages", "anthropic_messages"),
-):
+for _route, (_, _name) in _PROVIDER_ROUTES.items():
     _provider_route(_route, _name)
 
 
 async def _count_tokens(
-    request: Request, runtime: GatewayRuntime, session_id: str, provider: str, model: str | None
+    request: Request, services: GatewayServices, session_id: str, provider: str, model: str | None
 ) -> Response:
     try:
-        info, chat = await _parse(request, runtime, session_id, provider, model)
-        count, exact = await runtime.forwarder.count_tokens(info, chat)
+        info, chat = await _parse(request, services, session_id, provider, model)
+        count, exact = await services.forwarder.count_tokens(info, chat)
     except GatewayError as error:
         return _error(provider, error)
     payload = {"input_tokens": count} if provider == ANTHROPIC else {"totalTokens": count}
@@ -523,9 +534,9 @@ async def _count_tokens(
 
 @router.post("/sessions/{session_id}/v1/messages/count_tokens")
 async def anthropic_count_tokens(
-    session_id: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+    session_id: str, request: Request, services: GatewayServices = Depends(get_services)
 ) -> Response:
-    return await _count_tokens(request, runtime, session_id, ANTHROPIC, None)
+    return await _count_tokens(request, services, session_id, ANTHROPIC, None)
 
 
 def _google_encoder(alt_sse: bool) -> EncoderFactory:
@@ -535,26 +546,28 @@ def _google_encoder(alt_sse: bool) -> EncoderFactory:
     return make
 
 
-# google-genai 3.6 (google/genai/_api_client.py, GOOGLE_AI_API_DEFAULT_VERSION = 'v1') calls /v1/ unless told
-# `api_version="v1beta"`; gemini-cli pins v1beta. Both are served by one handler.
-@router.post("/sessions/{session_id}/v1/models/{model_action}")
-@router.post("/sessions/{session_id}/v1beta/models/{model_action}")
 @served_fast
 async def google_generate(
-    session_id: str, model_action: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+    session_id: str, model_action: str, request: Request, services: GatewayServices = Depends(get_services)
 ) -> Response:
-    return await _google(request, runtime, session_id, model_action)
+    return await _google(request, services, session_id, model_action)
 
 
-async def _google(request: Request, runtime: GatewayRuntime, session_id: str, model_action: str) -> Response:
+for _prefix in _GOOGLE_ROUTES:
+    router.post(f"/sessions/{{session_id}}/{_prefix}{{model_action}}")(google_generate)
+
+
+async def _google(
+    request: Request, services: GatewayServices, session_id: str, model_action: str
+) -> Response:
     model, _, action = model_action.rpartition(":")
     if action == "generateContent":
-        return await _model_call(request, runtime, session_id, GOOGLE, model, stream=False)
+        return await _model_call(request, services, session_id, GOOGLE, model, stream=False)
     if action == "streamGenerateContent":
         alt_sse = request.query_params.get("alt") == "sse"
         return await _model_call(
             request,
-            runtime,
+            services,
             session_id,
             GOOGLE,
             model,
@@ -563,14 +576,14 @@ async def _google(request: Request, runtime: GatewayRuntime, session_id: str, mo
             media_type="text/event-stream" if alt_sse else "application/json",
         )
     if action == "countTokens":
-        return await _count_tokens(request, runtime, session_id, GOOGLE, model)
+        return await _count_tokens(request, services, session_id, GOOGLE, model)
     return _error(GOOGLE, GatewayError(ErrorKind.not_found, f"unknown method {action!r}"))
 
 
 @router.get("/sessions/{session_id}/v1/models")
-async def list_models(session_id: str, runtime: GatewayRuntime = Depends(get_runtime)) -> Response:
+async def list_models(session_id: str, services: GatewayServices = Depends(get_services)) -> Response:
     try:
-        info = await runtime.store.get(session_id)
+        info = await services.store.get(session_id)
     except SessionNotFound:
         return _error(
             OPENAI_CHAT, GatewayError(ErrorKind.not_found, f"session {session_id!r} was never issued")
@@ -583,7 +596,7 @@ async def list_models(session_id: str, runtime: GatewayRuntime = Depends(get_run
 
 @router.post("/sessions/{session_id}/{rest:path}")
 async def detected_provider_call(
-    session_id: str, rest: str, request: Request, runtime: GatewayRuntime = Depends(get_runtime)
+    session_id: str, rest: str, request: Request, services: GatewayServices = Depends(get_services)
 ) -> Response:
     """Paths that differ from the canonical ones (no `/v1`, doubled `/v1/v1`): detect the provider."""
     try:
@@ -591,7 +604,7 @@ async def detected_provider_call(
     except json.JSONDecodeError:
         body = None
     provider = detect_provider("/" + rest, request.headers, body)
-    return await _model_call(request, runtime, session_id, provider)
+    return await _model_call(request, services, session_id, provider)
 
 
 def create_gateway_app(
@@ -601,8 +614,8 @@ def create_gateway_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
-        runtime = GatewayRuntime.create(redis_url, backends, upstream_timeout_s=upstream_timeout_s)
-        async with gateway_lifespan(app, runtime):
+        services = GatewayServices.create(redis_url, backends, upstream_timeout_s=upstream_timeout_s)
+        async with gateway_lifespan(app, services):
             yield
 
     app = FastAPI(title="rollout-farm model gateway", lifespan=lifespan)

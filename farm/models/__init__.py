@@ -1,4 +1,4 @@
-"""Pydantic models of the external contract (SPEC.md). Wire shapes only; no behaviour."""
+"""Pydantic models of the external contract (docs/CONTRACT.md). Wire shapes only; no behaviour."""
 
 from farm.models.backends import BackendInfo
 from farm.models.requests import AddLLMServerRequest, CancelRequest, ProcessRequest, SamplingParams

@@ -1,4 +1,4 @@
-"""Request bodies of the management API (SPEC "Management API")."""
+"""Request bodies of the management API (docs/CONTRACT.md "Management API")."""
 
 from __future__ import annotations
 

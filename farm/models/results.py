@@ -1,4 +1,4 @@
-"""The trainer-facing result shapes: JobResult and the token-faithful Trace (SPEC "Results")."""
+"""The trainer-facing result shapes: JobResult and the token-faithful Trace (docs/CONTRACT.md "Results")."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import statistics
 
 from pydantic import BaseModel
 
-from farm.ui.index import JobFilter, JobRow, job_page, rows_for
-from farm.web.state import SharedState
+from farm.ui.job_pages import JobFilter, JobRow, job_page, rows_for
+from farm.web.shared_state import SharedState
 
 
 class GroupView(BaseModel):

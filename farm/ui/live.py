@@ -6,8 +6,8 @@ from typing import Any
 
 from farm.models.results import STAGES
 from farm.status import farm_status
-from farm.ui.index import recent_rows
-from farm.web.state import SharedState
+from farm.ui.job_pages import recent_rows
+from farm.web.shared_state import SharedState
 
 FAILED_STATES = ("failed", "timeout")
 RECENT_FAILURE_WINDOW = 500

@@ -14,7 +14,7 @@ from fastapi.templating import Jinja2Templates
 
 from farm.ui.auth import require_ui_page, require_ui_token
 from farm.ui.groups import group_view
-from farm.ui.index import JobFilter, JobPage, job_page
+from farm.ui.job_pages import JobFilter, JobPage, job_page
 from farm.ui.live import live_snapshot
 from farm.ui.runs import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH, list_runs, run_view, runs_dir
 from farm.ui.trajectory import (
@@ -32,7 +32,7 @@ from farm.ui.trajectory import (
     pending_view,
     trace_tokens,
 )
-from farm.web.state import SharedState, shared_state
+from farm.web.shared_state import SharedState, shared_state
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")

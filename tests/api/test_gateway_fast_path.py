@@ -81,6 +81,25 @@ def test_the_fast_path_serves_what_fastapi_routes_to_a_model_call(path: str) -> 
     assert len(_SERVED_FAST) == 4  # chat completions, responses, messages, Google generate
 
 
+def test_each_model_call_route_has_one_provider() -> None:
+    """The routes and their providers come from one list: every route served as a model call has its
+    provider, and a path that is none of them is an error rather than a Google call."""
+    from farm.gateway.app import _SERVED_FAST, _route_provider, router
+
+    served = [r for r in router.routes if getattr(r, "endpoint", None) in _SERVED_FAST]
+    after_session = [r.path.split("{session_id}/")[1] for r in served]  # type: ignore[attr-defined]
+    routes = [route.replace("{model_action}", "m:generateContent") for route in after_session]
+    assert {route: _route_provider(route) for route in routes} == {
+        "v1/chat/completions": "openai_chat",
+        "v1/responses": "openai_responses",
+        "v1/messages": "anthropic",
+        "v1beta/models/m:generateContent": "google",
+        "v1/models/m:generateContent": "google",
+    }
+    with pytest.raises(LookupError):
+        _route_provider("v1/chat/completion")
+
+
 def test_the_api_middleware_still_wraps_model_calls(api: httpx.Client) -> None:
     session_id = api.post("/gateway/sessions", json={}).raise_for_status().json()["session_id"]
     url = f"/gateway/sessions/{session_id}/v1/chat/completions"

@@ -1,4 +1,4 @@
-"""A small in-memory ASGI app speaking the SPEC management and task API, for client tests.
+"""A small in-memory ASGI app speaking the management and task API of docs/CONTRACT.md, for client tests.
 
 Used until the real facade (`farm/api/`) runs end to end. Jobs are "scripted" by their instance:
 - `duration_s` (default 0.05): time a job takes once started;

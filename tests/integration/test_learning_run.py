@@ -2,7 +2,8 @@
 `tiny` policy trains on farm rollouts with weights published in place every step; the trainer's logprobs
 match the farm's on the same weights, batches hold the staleness bound, every successful episode used the
 tool, and `farm report` reads the run file back with per-step rewards and policy versions. Whether the
-reward rises within the budget is the bench's figure (README), not asserted here: it depends on the load."""
+reward rises within the budget is the bench's figure (docs/PERFORMANCE.md), not asserted here: it depends
+on the load."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ publishes the weights after each batch. Checked: TRL trained exactly the tokens 
 logged completion length counts only env_mask 1 tokens, and equals the farm traces' loss_mask sums; tool
 output was handed over but masked), TRL's logged reward is the farm's, each batch was sampled by the
 weights TRL held (staleness 0, trainer logprobs = farm logprobs), and the run file reads back. Whether the
-reward rises is the bench's figure (README), not asserted here."""
+reward rises is the bench's figure (docs/PERFORMANCE.md), not asserted here."""
 
 from __future__ import annotations
 

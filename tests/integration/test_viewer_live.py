@@ -1,5 +1,5 @@
 """The viewer's live snapshot and group page on the integration farm's API, over HTTP (moved from
-tests/ui/test_index.py: there it was the default run's one user of tests/ui's farm, a whole farm of five
+tests/ui/test_job_pages.py: there it was the default run's one user of tests/ui's farm, a whole farm of five
 processes started for one request; the viewer is mounted on every farm's API)."""
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from farm.agent.tools import FunctionTool
 from farm.agent.versions import TurnVersions
 from farm.chat.tokenizer import ChatTokenizer
 from farm.handler.context import JobContext
+from farm.handler.standalone import job_context
 from farm.inference.generation import Generation
 from farm.jobs.spec import JobSpec
-from tests.job_contexts import job_context
 
 LLAMA_CALL = '{"name": "python", "parameters": {"code": "print(6 * 7)"}}'
 

@@ -1,4 +1,4 @@
-"""Partitions, not just kills (tests/nodes/scenario.py): three nodes in their own network namespaces,
+"""Partitions, not just kills (bench/netlab/scenario.py): three nodes in their own network namespaces,
 Redis and the LLM in another; mid-run one node is cut off for longer than a lease and healed, one is
 killed outright, one's link drops and delays packets. Every job must end exactly once, no stage may run
 in two attempts at once, no sandbox may outlive the heal, the API must answer throughout. Runs once on
@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.nodes.netfarm import NetFarm, NodeSpec
-from tests.nodes.netlab import NetLabUnavailable, sweep_leftovers, unavailable_reason
-from tests.nodes.scenario import Sizes, run
+from bench.netlab.netfarm import NetFarm, NodeSpec
+from bench.netlab.netlab import NetLabUnavailable, sweep_leftovers, unavailable_reason
+from bench.netlab.scenario import Sizes, run
 
 pytestmark = [
     pytest.mark.integration,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio.retry import Retry
 
-from farm.api.outage import RedisWatch
+from farm.api.outage_guard import RedisWatch
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.redis_clients import async_redis_client, redis_client
 from farm.settings import Settings

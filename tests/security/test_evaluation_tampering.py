@@ -30,6 +30,7 @@ from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
 from farm.handler.context import JobContext
 from farm.handler.protocol import RunOutput
+from farm.handler.standalone import job_context
 from farm.jobs.spec import JobSpec
 from handlers.evaluation_guard import (
     EvaluatorUnavailable,
@@ -41,7 +42,6 @@ from handlers.evaluation_guard import (
 )
 from handlers.harness.evaluators import OutputTestConfig, OutputTestEvaluator, RunFacts
 from handlers.harness.instance import HarnessInstance
-from tests.job_contexts import job_context
 
 HIDDEN_TEST = "def test_the_task():\n    assert False, 'not solved'\n"
 CONFIG = OutputTestConfig(

@@ -18,10 +18,10 @@ from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, HandlerInstance, RunOutput
+from farm.handler.standalone import job_context
 from farm.inference.generation import Generation
 from farm.jobs.spec import JobSpec
 from farm.models import JobResult
-from tests.job_contexts import job_context
 
 TOOLS = [
     {

@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer takes the farm's trajectories through its rollout hook (examples/trl_grpo.py): real
+"""TRL's GRPOTrainer takes the farm's trajectories through its rollout hook (bench/learning_trl.py): real
 farm results (tests/trainers/farm_rollouts.py: multi-turn tool episodes, tool results masked) become TRL's
 rows, and TRL itself (the installed trl, on CPU, the tiny policy) builds its loss mask, sampler logprobs
 and advantages from them, then takes an optimizer step. The farm end of the hook (the DAPO consumer over
@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch", reason="the tiny policy needs the model extra: pip install -e '.[model]'")
 pytest.importorskip("trl", reason="TRL's GRPOTrainer is the trl extra: pip install -e '.[trl]'")
 
-from examples.trl_grpo import farm_reward, in_prompt_order, row_of, trace_of
+from bench.learning_trl import farm_reward, in_prompt_order, row_of, trace_of
 from farm.client.groups import Group
 from farm.models import JobResult
 from tests.trainers import farm_rollouts
@@ -82,7 +82,7 @@ def test_trl_trains_only_the_sampled_tokens_against_the_farm_reward(tmp_path: Pa
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from examples.farm_grpo import build_tiny
+    from bench.learning import build_tiny
 
     tokenizer = farm_rollouts.tokenizer()
     model = build_tiny(tokenizer, seed=0)

@@ -20,9 +20,9 @@ from farm.agent.versions import TurnVersions
 from farm.api.parse_metrics import parse_outcome_families
 from farm.chat.tokenizer import ChatTokenizer
 from farm.handler.context import JobContext
+from farm.handler.standalone import job_context
 from farm.inference.generation import Generation
 from farm.jobs.spec import JobSpec
-from tests.job_contexts import job_context
 
 HERMES_CALL = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
 LLAMA_CALL = '{"name": "python", "parameters": {"code": "print(6 * 7)"}}'

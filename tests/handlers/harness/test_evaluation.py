@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from farm.handler.context import JobContext
 from farm.handler.protocol import RunOutput
+from farm.handler.standalone import job_context
 from farm.jobs.spec import JobSpec
 from handlers.harness.evaluators import (
     EvaluatorUnavailable,
@@ -22,7 +23,6 @@ from handlers.harness.evaluators import (
     resolve,
 )
 from handlers.harness.instance import HarnessInstance
-from tests.job_contexts import job_context
 
 
 def context(instance: dict[str, Any] | None = None, **spec: Any) -> JobContext:

@@ -1,6 +1,6 @@
 """Partitions, not just kills: the scenario the slow test and `python -m bench.nodes` both run.
 
-Three nodes take a batch of multi-stage rollouts (probe jobs, tests/nodes/probe.py, that hold their run
+Three nodes take a batch of multi-stage rollouts (probe jobs, bench/netlab/probe.py, that hold their run
 stage for seconds, and one in ten a math rollout with a sandbox). Once at least `min_in_flight` jobs are
 in flight: node A loses its link for `cut_s` (longer than a lease), then gets it back; node C dies (its
 whole pid namespace: workers and sandboxes); node B's link is degraded (delay and loss) for a while. The
@@ -28,10 +28,10 @@ from typing import Any, Self
 import httpx
 import psutil
 
+from bench.common import poll
+from bench.netlab.netfarm import NetFarm
+from bench.netlab.probe import read_attempts
 from farm.jobs.store import LEASE_TTL_S
-from tests.nodes.netfarm import NetFarm
-from tests.nodes.probe import read_attempts
-from tests.waiting import poll
 
 TERMINAL = {"done", "failed", "cancelled", "timeout"}
 

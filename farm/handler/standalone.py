@@ -1,4 +1,5 @@
-"""A JobContext built outside a worker, for calling a handler's stages or the agent loop in-process."""
+"""A JobContext built outside a worker, for calling a handler's stages or the agent loop in-process (a handler
+author's own tests, the farm's tests and benches)."""
 
 from __future__ import annotations
 

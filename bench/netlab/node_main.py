@@ -1,10 +1,10 @@
 """One node of a multi-node test: started as the first process of the node's own pid namespace (see
-tests/nodes/netlab.py), it starts the node's Celery workers, reaps every process that ends up its child
+bench/netlab/netlab.py), it starts the node's Celery workers, reaps every process that ends up its child
 (sandboxes whose worker died are re-parented to it), and on SIGTERM stops the workers as systemd would:
 SIGTERM (they give their stages back), then SIGKILL after a grace period. SIGKILL to it is the host
 dying: the kernel kills every process of the pid namespace.
 
-`python -m tests.nodes.node_main --app tests.nodes.probe_app init:8 run:48 eval:8`"""
+`python -m bench.netlab.node_main --app bench.netlab.probe_app init:8 run:48 eval:8`"""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from farm.jobs.store import AsyncJobStore
-from farm.ui.index import SCAN_BUDGET, JobFilter, JobRow, job_page
+from farm.ui.job_pages import SCAN_BUDGET, JobFilter, JobRow, job_page
 from tests.ui.seed import seed_jobs
 
 

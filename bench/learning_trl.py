@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from transformers import LlamaForCausalLM, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from examples.farm_grpo import Mismatch, Publisher, Snapshots, check_trace, episode_stats, through_the_tool
+from bench.learning import Mismatch, Publisher, Snapshots, check_trace, episode_stats, through_the_tool
 from farm.client import DapoConsumer
 from farm.client.groups import Group
 from farm.client.staleness import StalenessReport

@@ -1,4 +1,4 @@
-"""The farm API with the `probe` handler registered: `python -m tests.nodes.api_main HOST PORT`."""
+"""The farm API with the `probe` handler registered: `python -m bench.netlab.api_main HOST PORT`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import uvicorn
 
-import tests.nodes.probe  # noqa: F401  (registers the handler)
+import bench.netlab.probe  # noqa: F401  (registers the handler)
 
 if __name__ == "__main__":
     host, port = sys.argv[1], int(sys.argv[2])

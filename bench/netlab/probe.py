@@ -3,7 +3,7 @@ test can check from outside that no stage of a job ever ran twice at once. Every
 JSON lines to `$FARM_WORKDIR/probe-<pid>.jsonl`; times are CLOCK_MONOTONIC, which every network and pid
 namespace of the host shares.
 
-Workers load it with `celery -A tests.nodes.probe_app`; the API with tests/nodes/api_main.py (both must
+Workers load it with `celery -A bench.netlab.probe_app`; the API with bench/netlab/api_main.py (both must
 know the handler: the API validates instances against it)."""
 
 from __future__ import annotations

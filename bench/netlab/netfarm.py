@@ -1,4 +1,4 @@
-"""A whole farm spread over network namespaces (tests/nodes/netlab.py): Redis (one server, or a cluster
+"""A whole farm spread over network namespaces (bench/netlab/netlab.py): Redis (one server, or a cluster
 of three masters beside a plain broker) and the reference LLM on an `infra` host, each node (its Celery
 workers, its FARM_WORKDIR, its sandboxes) on a host of its own with its own hostname and pid namespace,
 and the API in the test's root namespace on 127.0.0.1. Every farm process reaches Redis and the LLM
@@ -23,11 +23,11 @@ from pathlib import Path
 import httpx
 import redis
 
+from bench.netlab.netlab import Host, NetLab
 from farm.embedded_redis import form_cluster, free_port, redis_server_binary
 from farm.redis_clients import redis_client
 from farm.settings import Settings
 from farm.workers import live_workers
-from tests.nodes.netlab import Host, NetLab
 
 REDIS_PORT = 6379
 CLUSTER_PORTS = (7001, 7002, 7003)
@@ -45,7 +45,7 @@ class NetFarm:
     nodes: list[NodeSpec]
     cluster: bool = False
     env: dict[str, str] = field(default_factory=dict)
-    app: str = "tests.nodes.probe_app"
+    app: str = "bench.netlab.probe_app"
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="farm-netnodes-")))
     lab: NetLab = field(default_factory=NetLab)
     infra: Host | None = None
@@ -121,7 +121,7 @@ class NetFarm:
         serve += ["--host", self.infra.address, "--port", str(LLM_PORT), "--token-latency-ms", "2"]
         self._spawn("llm", self.lab.exec_argv(self.infra, serve))
         self.api_port = free_port()
-        api = [sys.executable, "-m", "tests.nodes.api_main", "127.0.0.1", str(self.api_port)]
+        api = [sys.executable, "-m", "bench.netlab.api_main", "127.0.0.1", str(self.api_port)]
         self._spawn("api", api, self.env_for(FARM_WORKDIR=str(self.root / "api")))
         for node in self.nodes:
             self.lab.add_host(node.name)
@@ -164,7 +164,7 @@ class NetFarm:
         spec = next(n for n in self.nodes if n.name == name)
         host = self.lab.hosts[name]
         self.workdir(name).mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "tests.nodes.node_main", "--app", self.app, *spec.workers]
+        argv = [sys.executable, "-m", "bench.netlab.node_main", "--app", self.app, *spec.workers]
         env = self.env_for(FARM_NODE=name, FARM_WORKDIR=str(self.workdir(name)))
         self._spawn(f"node-{name}", self.lab.exec_argv(host, argv, hostname=name, own_pids=True), env)
         self.killed_at.pop(name, None)

@@ -26,7 +26,7 @@ from farm.settings import Settings, get_settings
 
 @dataclass
 class RecordWriterStats:
-    """This process's completion-record writer (GatewayRuntime.keep), for /metrics: records stored, records
+    """This process's completion-record writer (GatewayServices.keep), for /metrics: records stored, records
     that could not be stored (the call answered an error instead), and the time calls waited on the
     store (back-pressure: a busy connection pool or a slow Redis)."""
 
@@ -41,7 +41,7 @@ class RecordWriterStats:
 
 
 @dataclass
-class GatewayRuntime:
+class GatewayServices:
     redis: aioredis.Redis
     store: SessionStore
     backends: BackendSource
@@ -84,7 +84,7 @@ class GatewayRuntime:
         max_attempts: int = 3,
         redis: aioredis.Redis | None = None,
         settings: Settings | None = None,
-    ) -> GatewayRuntime:
+    ) -> GatewayServices:
         """Pass `redis` (and `backends`) to share the API's connection and pool; they are then not closed."""
         settings = settings or get_settings()
         owns_redis = redis is None
@@ -123,31 +123,31 @@ logger = logging.getLogger(__name__)
 _lock = asyncio.Lock()
 
 
-async def get_runtime(request: Request) -> GatewayRuntime:
-    """The app's runtime; made on first use when no lifespan installed one.
+async def get_services(request: Request) -> GatewayServices:
+    """The app's services; made on first use when no lifespan installed one.
 
     Inside the farm API it shares the API's Redis client, settings and backend pool (`app.state.farm`).
     """
-    runtime: GatewayRuntime | None = getattr(request.app.state, "gateway", None)
-    if runtime is None:
+    services: GatewayServices | None = getattr(request.app.state, "gateway", None)
+    if services is None:
         async with _lock:
-            runtime = getattr(request.app.state, "gateway", None)
-            if runtime is None:
+            services = getattr(request.app.state, "gateway", None)
+            if services is None:
                 farm = getattr(request.app.state, "farm", None)
                 if farm is not None:
-                    runtime = GatewayRuntime.create(
+                    services = GatewayServices.create(
                         redis=farm.redis, backends=farm.pool, settings=farm.settings
                     )
                 else:
-                    runtime = GatewayRuntime.create()
-                request.app.state.gateway = runtime
-    return runtime
+                    services = GatewayServices.create()
+                request.app.state.gateway = services
+    return services
 
 
 @asynccontextmanager
-async def gateway_lifespan(app: FastAPI, runtime: GatewayRuntime | None = None) -> AsyncIterator[None]:
-    """Install a runtime on `app.state.gateway` for the app's lifetime (compose into the API's lifespan)."""
-    app.state.gateway = runtime or GatewayRuntime.create()
+async def gateway_lifespan(app: FastAPI, services: GatewayServices | None = None) -> AsyncIterator[None]:
+    """Install them on `app.state.gateway` for the app's lifetime (compose into the API's lifespan)."""
+    app.state.gateway = services or GatewayServices.create()
     try:
         yield
     finally:
