@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from farm.models.results import Trace
 from tests.farms import temp_farm
 from tests.real_server.checks import Tally, check_context, check_tokens
 from tests.real_server.conftest import REAL_VLLM, RealVllm
-from tests.real_server.proxy import RecordingProxy
+from tests.real_server.proxy import Recording, RecordingProxy
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -67,11 +68,8 @@ def _tool_jobs() -> list[dict[str, Any]]:
 
 
 def _instances() -> list[dict[str, Any]]:
-    common = {"handler": "math", "max_context_tokens": 1024}
-    math = [
-        {**common, "question": f"What is {a} + {b}?", "answer": str(a + b), "max_turns": 2} for a, b in MATH
-    ]
-    return math
+    common = {"handler": "math", "max_context_tokens": 1024, "max_turns": 2}
+    return [{**common, "question": f"What is {a} + {b}?", "answer": str(a + b)} for a, b in MATH]
 
 
 def _greedy(root: str, model: str) -> list[float]:
@@ -92,85 +90,99 @@ def _checkpoint(paths: dict[str, str], out: Path) -> Path:
     return out
 
 
-def test_farm_on_real_vllm(real_vllm: RealVllm, real_paths: dict[str, str], tmp_path: Path) -> None:
-    started = time.monotonic()
-    checkpoint = _checkpoint(real_paths, tmp_path / "v1")
+@dataclass
+class Run:
+    results: list[JobResult]
+    tool_jobs: list[str]
+    sessions: list[dict[str, Any]]
+    publish: PublishResult
+    recording: Recording
+    before: list[float]
+    """Greedy logprobs of a fixed prompt before the publish, and after it."""
+    after: list[float]
+
+
+def _run_farm(real_vllm: RealVllm, real_paths: dict[str, str], checkpoint: Path) -> Run:
+    """Math jobs, tool jobs and gateway sessions through the recording proxy, a publish mid-rollout."""
     before = _greedy(real_vllm.root, real_vllm.model)
     env = {"FARM_TOKENIZER": real_paths["model"]}  # the tool-call parser: the tokenizer's guess (pythonic)
     local = temp_farm(
         "farm-real-vllm-", workers=[WorkerSpec("init,run,eval", concurrency=12)], llm_policy=None, env=env
     )
-    publishes: list[PublishResult] = []
-    with RecordingProxy(real_vllm.root) as proxy, local.start(timeout_s=180):
-        address = f"{proxy.root}/v1"
-        with FarmClient(local.api_url) as farm:
-            farm.add_llm_server(address, kind="vllm", policy_version=0)
-            sampling = {"temperature": 1.0, "max_tokens": MAX_TOKENS}
-            jobs = [farm.submit(inst, sampling) for inst in _instances()]
-            calls = {**sampling, "max_tokens": 32, "structured_outputs": {"grammar": CALL_GRAMMAR}}
-            tool_jobs = [farm.submit(inst, calls) for inst in _tool_jobs()]
-            wait_until(lambda: sum(b.in_flight for b in farm.llm_servers()) >= 2, 600, what="calls in flight",
-                       interval_s=0.1)  # fmt: skip
-            publishes.append(farm.publish_weights(1, str(checkpoint), timeout_s=300))
-            sessions = [_gateway_session(local.api_url, real_vllm.model, i) for i in range(SESSIONS)]
-            results = list(farm.as_completed(jobs + tool_jobs, timeout_s=1200))
+    proxy = RecordingProxy(real_vllm.root)
+    with proxy, local.start(timeout_s=180), FarmClient(local.api_url) as farm:
+        farm.add_llm_server(f"{proxy.root}/v1", kind="vllm", policy_version=0)
+        sampling = {"temperature": 1.0, "max_tokens": MAX_TOKENS}
+        jobs = [farm.submit(inst, sampling) for inst in _instances()]
+        calls = {**sampling, "max_tokens": 32, "structured_outputs": {"grammar": CALL_GRAMMAR}}
+        tool_jobs = [farm.submit(inst, calls) for inst in _tool_jobs()]
+        wait_until(lambda: sum(b.in_flight for b in farm.llm_servers()) >= 2, 600, what="calls in flight",
+                   interval_s=0.1)  # fmt: skip
+        publish = farm.publish_weights(1, str(checkpoint), timeout_s=300)
+        sessions = [_gateway_session(local.api_url, real_vllm.model, i) for i in range(SESSIONS)]
+        results = list(farm.as_completed(jobs + tool_jobs, timeout_s=1200))
     after = _greedy(real_vllm.root, real_vllm.model)
+    return Run(results, tool_jobs, sessions, publish, proxy.recording, before, after)
 
+
+def test_farm_on_real_vllm(real_vllm: RealVllm, real_paths: dict[str, str], tmp_path: Path) -> None:
+    started = time.monotonic()
+    run = _run_farm(real_vllm, real_paths, _checkpoint(real_paths, tmp_path / "v1"))
+    results, publish = run.results, run.publish
     tally = Tally()
-    sampled = proxy.recording.completions()
+    sampled = run.recording.completions()
     with httpx.Client(timeout=120) as http:
         for result in results:
             for trace in result.trajectory.traces:
                 check_tokens(trace, sampled, tally, result.job_id)
                 check_context(real_vllm.root, real_vllm.model, trace, tally, result.job_id, http)
         session_violations = _check_sessions(
-            sessions, proxy.recording.chats(), real_vllm.root, real_vllm.model, http
+            run.sessions, run.recording.chats(), real_vllm.root, real_vllm.model, http
         )
-    done = sum(r.state is JobState.done for r in results)
-    confirmed = sum(p.confirmed for p in publishes)
-    aborted = sum(p.aborted or 0 for p in publishes)
     violations = len(tally.violations) + len(session_violations)
+    _report(run, tally, violations, time.monotonic() - started)
+    for line in tally.violations + session_violations + tally.mismatches + _failures(results):
+        print("  ", line)
+
+    assert violations == 0
+    assert publish.confirmed and publish.aborted == 0
+    assert run.before != run.after  # the publish changed the served weights
+    _assert_versions_after_publish(results, publish)
+    changes = [
+        c for r in results for t in r.trajectory.traces for c in t.metadata.get("turn_version_changes", [])
+    ]
+    print(f"   calls in flight at the publish {publish.in_flight}, turns recording the change {len(changes)}")
+    assert changes or publish.in_flight == 0  # a call paused across the publish says so in its turn
+    assert not tally.mismatches and all(r.state is JobState.done for r in results)
+    # each tool job went its max_turns (every turn checked above), each session made all its calls
+    assert [len(turn_runs(t.loss_mask)) for t in _traces(run, tool=True)] == [TOOL_TURNS] * len(
+        TOOL_QUESTIONS
+    )
+    assert [len(s["records"]) for s in run.sessions] == [SESSION_CALLS] * SESSIONS
+
+
+def _traces(run: Run, *, tool: bool) -> list[Trace]:
+    return [t for r in run.results if (r.job_id in run.tool_jobs) == tool for t in r.trajectory.traces]
+
+
+def _report(run: Run, tally: Tally, violations: int, seconds: float) -> None:
+    results, publish = run.results, run.publish
+    done = sum(r.state is JobState.done for r in results)
     turns = [len(turn_runs(t.loss_mask)) for r in results for t in r.trajectory.traces]
-    calls = [len(s["records"]) for s in sessions]
     print(
         f"\nreal vllm: {done}/{len(results)} done, {violations} violations, {len(tally.mismatches)} context "
-        f"mismatches, publishes {confirmed} confirmed, {aborted} aborted "
+        f"mismatches, publishes {int(publish.confirmed)} confirmed, {publish.aborted or 0} aborted "
         f"({tally.turns} turns, {tally.contexts} contexts checked; multi-turn jobs "
         f"{sum(n > 1 for n in turns)} with turns {sorted(n for n in turns if n > 1)}; gateway sessions "
-        f"{len(sessions)} with calls {calls}; {time.monotonic() - started:.0f} s)"
+        f"{len(run.sessions)} with calls {[len(s['records']) for s in run.sessions]}; {seconds:.0f} s)"
     )
-    tool_traces = [t for r in results if r.job_id in tool_jobs for t in r.trajectory.traces]
+    tool_traces = _traces(run, tool=True)
     print(
         "   tool jobs: calls run "
         f"{[t.metadata.get('tool_calls') for t in tool_traces]}, recoverable errors "
         f"{[len(t.metadata.get('recoverable_errors') or []) for t in tool_traces]}, last tool result "
         f"{[_last_result(t) for t in tool_traces]}"
     )
-    for line in tally.violations + session_violations + tally.mismatches + _failures(results):
-        print("  ", line)
-
-    # What the farm's own token path and publish guarantee, whatever the chat layer renders:
-    assert violations == 0
-    assert confirmed == len(publishes) == 1 and aborted == 0
-    assert before != after  # the publish changed the served weights
-    _assert_versions_after_publish(results, publishes[0])
-    changes = [
-        c for r in results for t in r.trajectory.traces for c in t.metadata.get("turn_version_changes", [])
-    ]
-    print(
-        f"   calls in flight at the publish {publishes[0].in_flight}, "
-        f"turns recording the change {len(changes)}"
-    )
-    assert changes or publishes[0].in_flight == 0  # a call paused across the publish says so in its turn
-    failed = [r for r in results if r.state is not JobState.done]
-    assert not tally.mismatches and not failed
-    tool_turns = [
-        len(turn_runs(t.loss_mask)) for r in results if r.job_id in tool_jobs for t in r.trajectory.traces
-    ]
-    assert tool_turns == [TOOL_TURNS] * len(
-        TOOL_QUESTIONS
-    )  # each tool job went its max_turns, every turn checked
-    assert calls == [SESSION_CALLS] * SESSIONS
 
 
 FOLLOW_UPS = ("And another one?", "And one more?", "Which of them do you like best?")
