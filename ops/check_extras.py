@@ -82,8 +82,10 @@ print(tok.name, len(tok.encode("[INST]What is 2+3?[/INST]")), "tokens")
 
 IMPORT_BENCH = r"""
 import importlib, pkgutil, bench
-# bench.learn trains the tiny torch policy: the model extra's (docs/TRAINERS.md: pip install -e '.[model]')
-names = [m.name for m in pkgutil.iter_modules(bench.__path__, "bench.") if m.name != "bench.learn"]
+# bench.learn and its loops train the tiny torch policy: the model extra's (docs/TRAINERS.md:
+# pip install -e '.[model]'); the TRL loop needs the trl extra
+TORCH_MODULES = {"bench.learn", "bench.learning", "bench.learning_trl"}
+names = [m.name for m in pkgutil.iter_modules(bench.__path__, "bench.") if m.name not in TORCH_MODULES]
 for name in names:
     importlib.import_module(name)
 print(len(names), "bench modules")
