@@ -85,6 +85,8 @@ def remove_sandbox_dir(directory: Path) -> str | None:
     else the cause, logged once (not again while it stays the same) and recorded in TEARDOWN_FAILED."""
     if not os.path.lexists(directory):
         return None
+    if os.path.ismount(directory / "workspace"):  # a starter killed after the mount, before its record
+        workspace_fs.detach(directory / "workspace")
     try:
         for name in sorted(set(os.listdir(directory)) - {HANDLE_FILE, CLAIM_FILE, TEARDOWN_FAILED}):
             removal.remove_tree(str(directory / name))

@@ -303,12 +303,18 @@ def drain() -> None:
             _remove_retired(directory, remove)
 
 
-def _remove_retired(directory: Path, remove: Remover) -> None:
+def detach(workspace: Path) -> None:
+    """Lazily unmounts a workspace filesystem (MNT_DETACH: gone from the tree now, released once nothing
+    holds it); nothing where it is not mounted."""
     from containers.identity import _load_libc
 
+    _load_libc().umount2(str(workspace).encode(), 2)
+
+
+def _remove_retired(directory: Path, remove: Remover) -> None:
     if not directory.exists():
         return
-    _load_libc().umount2(str(directory / "workspace").encode(), 2)  # MNT_DETACH
+    detach(directory / "workspace")
     remove(directory)  # a failure: said once, recorded in the directory
     with contextlib.suppress(OSError):  # not empty: another is on its way
         directory.parent.rmdir()

@@ -97,3 +97,22 @@ def test_a_dead_starter_does_not_leak_a_die_with_parent_sandbox(tmp_path: Path) 
     for directory in (tmp_path / "dwp").iterdir():
         if not directory.name.startswith("."):
             runtime.teardown(read_recorded(directory))
+
+
+@pytest.mark.skipif(
+    workspace_fs.unavailable() is not None,
+    reason=f"no workspace filesystems here: {workspace_fs.unavailable()}",
+)
+def test_a_sandbox_directory_left_with_its_workspace_mounted_is_removed(tmp_path: Path) -> None:
+    """A starter killed after mounting the workspace and before recording the sandbox (the chaos test met it:
+    two directories left, 'Device or resource busy', retried hourly): the sweep's removal unmounts it."""
+    from containers.local import remove_sandbox_dir
+
+    sandbox_dir = tmp_path / "sandboxes" / "abc123def456"
+    workspace = sandbox_dir / "workspace"
+    workspace.mkdir(parents=True)
+    assert workspace_fs.mount(sandbox_dir, workspace, 64, None, None)
+    (workspace / "file").write_text("left by the rollout")
+    assert os.path.ismount(workspace)
+    assert remove_sandbox_dir(sandbox_dir) is None
+    assert not sandbox_dir.exists()
