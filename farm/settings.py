@@ -57,13 +57,13 @@ class Settings(BaseSettings):
     tokenizer: str | None = None
     """Tokenizer for token-in/token-out inference: a local HF directory; unset means the shipped one."""
     tool_call_parser: str | None = None
-    """The tool-call parser (vLLM's / SGLang's `--tool-call-parser` names, farm/chat/tool_parsers.py)
-    when neither the job nor its backend names one; unset means the tokenizer's guess."""
+    """The tool-call parser (vLLM's / SGLang's `--tool-call-parser` names, docs/FAMILIES.md) when neither
+    the job nor its backend names one; unset means the tokenizer's guess."""
 
     @field_validator("tool_call_parser")
     @classmethod
     def _known_parser(cls, value: str | None) -> str | None:
-        from farm.chat.tool_parsers import resolve_parser
+        from farm.chat.families import resolve_parser
 
         return resolve_parser(value) if value else None
 

@@ -20,8 +20,8 @@ from farm.agent.parse_outcomes import TurnParse, classify
 from farm.agent.parse_outcomes import counts as parse_counts
 from farm.agent.tools import FunctionTool, ToolError
 from farm.agent.versions import PolicyTooStale
+from farm.chat.families import FORMATS, resolve_parser
 from farm.chat.tool_calls import ParsedAssistant, ToolCall
-from farm.chat.tool_parsers import FORMATS, resolve_parser
 from farm.errors import JobCancelled, JobDeadlineExceeded
 from farm.handler.context import JobContext
 from farm.inference.errors import ContextOverflow

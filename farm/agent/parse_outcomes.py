@@ -4,7 +4,7 @@ family and parser that /metrics exports and `farm report` turns into an unparsed
 An outcome is one of:
 - `calls`: the selected parser read every call the turn held;
 - `no_call`: plain text, no call attempted;
-- `unparsed`: another known parser (farm/chat/tool_parsers.py FORMATS) reads more calls from the turn's
+- `unparsed`: another known parser (farm/chat/families FORMATS) reads more calls from the turn's
   text than the selected one did: the calls were there, in a syntax this job's parser does not read
   (training and evaluation with different parsers, verifiers#2027);
 - `malformed`: the selected parser (or a signature of another syntax) saw a call it could not read
@@ -19,8 +19,9 @@ from enum import StrEnum
 from typing import Any
 
 from farm import keys
+from farm.chat.families import FORMATS
 from farm.chat.tool_calls import ParsedAssistant
-from farm.chat.tool_parsers import FORMATS, parse_with
+from farm.chat.tool_parsers import parse_with
 
 
 class ParseOutcome(StrEnum):

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any, cast
 from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from farm.chat.chatml import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, ParsedConversation
-from farm.chat.families import Family, detect_family
-from farm.chat.formats_more import format_pythonic
-from farm.chat.prompts import parse_prompt
+from farm.chat.families import detect
+from farm.chat.families.hermes import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
+from farm.chat.families.llama import format_pythonic
 from farm.chat.tool_calls import ParsedAssistant, format_tool_call
-from farm.chat.tool_parsers import EOM_TOKENS, guess_parser, parse_with
+from farm.chat.tool_parsers import EOM_TOKENS, parse_with
 
 if TYPE_CHECKING:
     from farm.chat.mistral import MistralCodec
@@ -67,10 +66,10 @@ class ChatTokenizer:
     """Text of the token that ends an assistant turn."""
     eos_token_id: int
     vocab_size: int
-    family: Family
-    """The prompt layout of the vocabulary (ChatML, Mistral's, DeepSeek's) the reference LLM reads."""
+    family: str
+    """The model family of the vocabulary (farm/chat/families): its prompt layout and tool-call formats."""
     tool_parser: str = "hermes"
-    """The tool-call parser guessed from the vocabulary and chat template (farm/chat/tool_parsers.py);
+    """The tool-call parser guessed from the vocabulary and chat template (farm/chat/families detect);
     a job, its backend or FARM_TOOL_CALL_PARSER may name another."""
     end_tokens: tuple[str, ...] = ()
     """Texts of tokens other than `eot_token` that end an assistant turn (Llama's `<|eom_id|>`, which
@@ -181,10 +180,6 @@ class ChatTokenizer:
                     ids.add(encoded[0])
             self._turn_end_ids = frozenset(ids)
         return self._turn_end_ids
-
-    def parse_prompt(self, text: str) -> ParsedConversation:
-        """A rendered conversation read back into messages (farm/chat/prompts.py)."""
-        return parse_prompt(self.family, text, self.tool_parser)
 
     def apply_chat_template(
         self,
@@ -308,8 +303,8 @@ class HFChatTokenizer(ChatTokenizer):
             raise ValueError(f"tokenizer {name!r} has no end-of-turn token (no eos, none in its template)")
         self.eot_token = eot
         self.eos_token_id = int(cast(Any, hf).convert_tokens_to_ids(self.eot_token))  # stubs: int | list
-        self.family = detect_family(self._is_single_token)
-        self.tool_parser = guess_parser(self._is_single_token, self.chat_template)
+        family, tool_format = detect(self._is_single_token, self.chat_template)
+        self.family, self.tool_parser = family.name, tool_format.name
         self.closers = self._next_role_closers()
         ends = [t for t in EOM_TOKENS if t != self.eot_token and self._is_single_token(t)]
         self.end_tokens = tuple(dict.fromkeys([*ends, *self.closers.values()]))
@@ -415,8 +410,8 @@ class MistralChatTokenizer(ChatTokenizer):
         self.eos_token_id = codec.eos_token_id
         self.vocab_size = codec.vocab_size
         self.hf = codec.hf
-        self.family = detect_family(lambda text: text in codec.special_tokens)
-        self.tool_parser = guess_parser(lambda text: text in codec.special_tokens)
+        family, tool_format = detect(lambda text: text in codec.special_tokens)
+        self.family, self.tool_parser = family.name, tool_format.name
         self.system_prompt_moves = codec.system_prompt_moves
 
     def encode(self, text: str) -> list[int]:

@@ -25,4 +25,4 @@ class BackendInfo(BaseModel):
     """The version a POST /publish_weights is updating it to right now (None: no publish under way)."""
     tool_call_parser: str | None = None
     """The tool-call parser for the model this backend serves (vLLM/SGLang `--tool-call-parser` names,
-    farm/chat/tool_parsers.py); None: the farm's setting, else the tokenizer's guess."""
+    farm/chat/families); None: the farm's setting, else the tokenizer's guess."""

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
-from farm.chat.tool_parsers import resolve_parser
+from farm.chat.families import resolve_parser
 from farm.inference import sampling_keys
 
 

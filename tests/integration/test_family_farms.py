@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from farm.chat.family_tool_calls import ds_token
+from farm.chat.families.deepseek import ds_token
 from farm.chat.tokenizer import ChatTokenizer
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState

@@ -6,8 +6,8 @@ import json
 
 from hypothesis import given, settings
 
-from farm.chat.chatml import parse_chatml
 from farm.chat.tokenizer import ChatTokenizer
+from farm.llm.chatml import parse_chatml
 from tests.model_side.strategies import conversation, tools
 
 

@@ -1,4 +1,4 @@
-"""Mistral and DeepSeek tool-call formats (see farm/chat/family_tool_calls.py for the format sources)."""
+"""Mistral and DeepSeek tool-call formats (farm/chat/families/mistral.py and deepseek.py name the sources)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ import json
 
 from hypothesis import given, settings
 
-from farm.chat.families import detect_family, parse_family
-from farm.chat.family_tool_calls import MISTRAL_CALLS, ds_token, parse_deepseek, parse_mistral
+from farm.chat.families import detect
+from farm.chat.families.deepseek import ds_token
+from farm.chat.families.deepseek import split_deepseek_v3 as parse_deepseek
+from farm.chat.families.mistral import MISTRAL_CALLS
+from farm.chat.families.mistral import split_mistral as parse_mistral
+from farm.chat.tool_parsers import parse_with
 from tests.model_side.strategies import arguments
 from tests.templates.variants import package_path
 
@@ -72,16 +76,16 @@ def test_family_detected_from_the_vocabulary() -> None:
 
     assert ChatTokenizer.load().family == "hermes"
     assert ChatTokenizer.load(qwen3_dir()).family == "hermes"
-    assert detect_family(lambda text: text == MISTRAL_CALLS) == "mistral"
-    assert detect_family(lambda text: text == ds_token("tool_calls_begin")) == "deepseek"
+    assert detect(lambda text: text == MISTRAL_CALLS)[0].name == "mistral"
+    assert detect(lambda text: text == ds_token("tool_calls_begin"))[0].name == "deepseek"
 
 
-def test_parse_family_splits_reasoning_and_the_end_of_turn() -> None:
-    mistral = parse_family(
+def test_family_parsers_split_reasoning_and_the_end_of_turn() -> None:
+    mistral = parse_with(
         "mistral", '<think>plan</think>go[TOOL_CALLS][{"name": "f", "arguments": {}}]</s>', "</s>"
     )
     assert (mistral.reasoning, mistral.content, mistral.errors) == ("plan", "go", [])
     assert [c.name for c in mistral.tool_calls] == ["f"]
-    deepseek = parse_family("deepseek", "plain answer<eos>", "<eos>")
+    deepseek = parse_with("deepseek_v3", "plain answer<eos>", "<eos>")
     assert (deepseek.content, deepseek.tool_calls) == ("plain answer", [])
-    assert parse_family("hermes", "<tool_call>\n{}\n</tool_call>", "").errors
+    assert parse_with("hermes", "<tool_call>\n{}\n</tool_call>", "").errors

@@ -186,7 +186,7 @@ def test_a_script_matches_any_user_message_and_only_when_its_tools_are_offered()
 def test_the_policy_speaks_the_served_tokenizers_family(source: str) -> None:
     """Tool calls are emitted in the tokenizer's own format, read back by the family's parser, and the
     reference LLM's chat reply (farm/llm/formats.py) returns them as OpenAI tool_calls."""
-    from farm.chat.families import CALL_MARKERS
+    from farm.chat.families import family_named
     from farm.llm.formats import assistant_message
     from tests.templates.variants import family_tokenizer
 
@@ -195,7 +195,8 @@ def test_the_policy_speaks_the_served_tokenizers_family(source: str) -> None:
     messages: list[dict] = [{"role": "user", "content": "How many apples are in the basket?"}]
     ids = tok.apply_chat_template(messages, [PYTHON_TOOL])
     sample = policy.sample(ids, SamplingRequest(max_tokens=256, seed=1))
-    assert CALL_MARKERS[tok.family] in sample.text, sample.text
+    marker = family_named(tok.family).call_marker
+    assert marker is not None and marker in sample.text, sample.text
     parsed = tok.parse_assistant(sample.text)
     assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("python", {"code": "print(3 + 4)"})]
     reply, finish = assistant_message(tok, sample, parse_tools=True)

@@ -14,7 +14,7 @@ The cases are written here from reading the servers' parsers and their tests (no
   parameters keep bare scalars' text); kimik2_detector.py @ 0351c1fafe4c53c91c331dea205af48b018af559
   (`functions.NAME:N` ids, text before the section); llama32_detector.py @
   01c3e4388c59df40393699f746bdb73470520974 (`<|python_tag|>` before the JSON).
-- DeepSeek V3 / V3.1, Mistral, Hermes: the formats of family_tool_calls.py and tool_calls.py.
+- DeepSeek V3 / V3.1, Mistral, Hermes: the formats of farm/chat/families/ and tool_calls.py.
 
 Where the farm departs from a server on purpose, the case says so: a call that looks like one but does
 not parse is an error fed back to the model (vLLM returns such text as the answer), never silence.
@@ -29,8 +29,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from farm.chat.family_tool_calls import ds_token
-from farm.chat.tool_parsers import ALIASES, FORMATS, PARSER_NAMES, guess_parser, parse_with, resolve_parser
+from farm.chat.families import ALIASES, FORMATS, PARSER_NAMES, detect, resolve_parser
+from farm.chat.families.deepseek import ds_token
+from farm.chat.tool_parsers import parse_with
 from tests.model_side.strategies import arguments
 
 TOOLS = [
@@ -326,6 +327,10 @@ def test_names_are_the_servers_and_aliases_resolve() -> None:
     with pytest.raises(ValueError, match="hermes"):
         resolve_parser("no_such_parser")
     assert all(f.hint for f in FORMATS.values())
+
+
+def guess_parser(is_single_token: Callable[[str], bool], template: str | None = None) -> str:
+    return detect(is_single_token, template)[1].name
 
 
 def test_guess_from_vocabulary_and_template() -> None:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from farm.chat.families import CALL_MARKERS
+from farm.chat.families import family_named
 from farm.chat.tokenizer import ChatTokenizer
 from tests.model_side.conftest import ServerProcess
 from tests.templates.families import family_tokenizer_dir
@@ -57,13 +57,12 @@ def test_tool_round_trip_in_the_family_format(served: tuple[ServerProcess, ChatT
     assert call.function.name == "python"
     assert json.loads(call.function.arguments) == {"code": "print(17 * 3 + 2)"}
     sampled = tokenizer.decode(choice.model_extra["token_ids"])
-    assert CALL_MARKERS[tokenizer.family] in sampled, sampled
+    marker = family_named(tokenizer.family).call_marker
+    assert marker is not None and marker in sampled, sampled
     messages.append(choice.message.model_dump(exclude_none=True))
     messages.append({"role": "tool", "tool_call_id": call.id, "content": "53"})
     second = client.chat.completions.create(model=model, messages=messages, tools=[PYTHON_TOOL], seed=4)
     assert second.choices[0].finish_reason == "stop"
     assert second.choices[0].message.content == "The answer is \\boxed{53}."
-    pieces = httpx.post(
-        f"{server.root}/tokenize", json={"prompt": CALL_MARKERS[tokenizer.family], "return_token_strs": True}
-    ).json()
-    assert pieces["count"] == 1 and pieces["token_strs"] == [CALL_MARKERS[tokenizer.family]]
+    pieces = httpx.post(f"{server.root}/tokenize", json={"prompt": marker, "return_token_strs": True}).json()
+    assert pieces["count"] == 1 and pieces["token_strs"] == [marker]

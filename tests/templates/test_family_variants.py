@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.inference.generation import Generation
+from farm.llm.prompts import read_prompt
 from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES
 from tests.templates.variants import family_tokenizer as load
@@ -120,7 +121,7 @@ def test_invariant_and_family_parsing_over_message_sequences(
 def test_a_rendered_prompt_reads_back_into_its_messages(
     source: str, plans: list[dict[str, Any]], question: str
 ) -> None:
-    """What the reference LLM's scripted policy relies on: the family's prompt parser (farm/chat/prompts.py)
+    """What the reference LLM's scripted policy relies on: the family's prompt parser (farm/llm/prompts.py)
     recovers roles, tool calls and tool results from the rendered conversation, and sees the open turn."""
     tokenizer = load(source)
     messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
@@ -137,7 +138,7 @@ def test_a_rendered_prompt_reads_back_into_its_messages(
         with pytest.raises(ValueError, match="refuses this conversation"):
             tokenizer.render(messages, TOOLS, add_generation_prompt=True)
         return
-    read = tokenizer.parse_prompt(tokenizer.render(messages, TOOLS, add_generation_prompt=True))
+    read = read_prompt(tokenizer, tokenizer.render(messages, TOOLS, add_generation_prompt=True))
     got = [m for m in read.messages if m["role"] != "system"]
     assert [m["role"] for m in got] == [m["role"] for m in messages]
     assert read.open_role == "assistant"

@@ -26,6 +26,7 @@ from farm.agent.conversation import TokenConversation
 from farm.chat.probe import TemplateRefused, check_rendering, family_label
 from farm.chat.tokenizer import SHIPPED_DIR, ChatTokenizer, HFChatTokenizer
 from farm.inference.generation import Generation
+from farm.llm.prompts import read_prompt
 from tests.templates.gemma3 import GemmaUnavailable, real_gemma3_dir, stand_in_gemma3
 from tests.templates.invariant import as_sampled
 
@@ -97,8 +98,8 @@ def test_tool_results_go_as_one_user_turn_the_template_takes(gemma: ChatTokenize
     }
     with pytest.raises(Exception, match="Conversation roles must alternate"):
         gemma.render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, replies[0]])
-    read = gemma.parse_prompt(
-        gemma.render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, turn])
+    read = read_prompt(
+        gemma, gemma.render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, turn])
     )
     assert [m["role"] for m in read.messages] == ["user", "assistant", "tool", "tool", "user"]
     assert read.messages[2]["content"] == "4\n"

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.inference.generation import Generation
+from farm.llm.prompts import read_prompt
 from farm.llm.sampling import SamplingRequest, StopChecker
 from tests.templates.families import family_tokenizer_dir
 from tests.templates.invariant import assert_invariant
@@ -128,7 +129,7 @@ def test_invariant_over_message_sequences_however_a_turn_ends(
     # what the reference LLM reads back: the same roles and calls, and the open generation turn (GLM's
     # template takes arguments as objects only, as a client sends them, not as OpenAI's JSON text)
     history = [_with_object_arguments(m) for m in (*trace.prompt_messages, *trace.response_messages)]
-    read = glm.parse_prompt(glm.render(history, TOOLS, add_generation_prompt=True))
+    read = read_prompt(glm, glm.render(history, TOOLS, add_generation_prompt=True))
     assert [m["role"] for m in read.messages] == [m["role"] for m in history]
     assert read.open_role == "assistant"
     assert [t["function"]["name"] for t in read.tools] == ["python", "finish"]

@@ -113,7 +113,7 @@ def test_invariant_sampled_tokens_are_exactly_the_sampled_ones(
 
 def test_the_reference_llm_reads_a_qwen3_prompt_back(qwen3: ChatTokenizer) -> None:
     """The scripted policy sees Qwen3's tool turn (results in a user turn) as tool messages."""
-    from farm.chat.chatml import parse_chatml
+    from farm.llm.chatml import parse_chatml
 
     messages = [
         {"role": "system", "content": "Be brief."},

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerFast
 
-from farm.chat.family_tool_calls import ds_token
+from farm.chat.families.deepseek import ds_token
 from farm.chat.tokenizer import SHIPPED_DIR, ChatTokenizer, HFChatTokenizer
 from farm.chat.tokenizer import package_dir as _package_dir
 

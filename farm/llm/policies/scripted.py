@@ -17,9 +17,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from farm.chat.chatml import ParsedConversation
 from farm.chat.tokenizer import ChatTokenizer
+from farm.llm.chatml import ParsedConversation
 from farm.llm.policies.scripts import Script, ScriptBook, Step
+from farm.llm.prompts import read_prompt
 from farm.llm.sampling import Sample, SamplingRequest, StopChecker
 
 CANNOT_SOLVE = "I cannot solve this problem."
@@ -51,7 +52,7 @@ class ScriptedPolicy:
         self._rng_lock = threading.Lock()
 
     def sample(self, prompt_ids: list[int], sampling: SamplingRequest) -> Sample:
-        conversation = self.tokenizer.parse_prompt(self.tokenizer.decode(prompt_ids))
+        conversation = read_prompt(self.tokenizer, self.tokenizer.decode(prompt_ids))
         turn = self.next_turn(conversation, sampling.seed)
         text = self.tokenizer.assistant_text(turn.message)
         if conversation.open_text and text.startswith(conversation.open_text):

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from containers.tools.registry import openai_tools
-from farm.chat.chatml import parse_chatml
 from farm.chat.tokenizer import ChatTokenizer
+from farm.llm.chatml import parse_chatml
 from farm.llm.policies.scripted import ScriptedPolicy
 from farm.llm.policies.scripts import ScriptBook, handler_script_paths, load_scripts
 from handlers.code import CodeInstance

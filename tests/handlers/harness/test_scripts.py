@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from farm.chat.chatml import ParsedConversation
 from farm.chat.tokenizer import ChatTokenizer
+from farm.llm.chatml import ParsedConversation
 from farm.llm.policies.scripted import ScriptedPolicy
 from farm.llm.policies.scripts import ScriptBook, handler_script_paths, load_scripts
 

@@ -14,11 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from farm.chat.families.hermes import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
 from farm.chat.tool_calls import ParsedAssistant, parse_assistant
+from farm.chat.tool_parsers import parse_with
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOLS_HEADER = "\n\n# Tools\n\n"
-TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE = "<tool_response>\n", "\n</tool_response>"
 
 
 class ParsedConversation(BaseModel):
@@ -31,7 +32,7 @@ class ParsedConversation(BaseModel):
 
 
 def parse_chatml(text: str, parser: str | None = None) -> ParsedConversation:
-    """`parser` reads the assistant turns' tool calls (default Hermes; farm/chat/tool_parsers.py)."""
+    """`parser` reads the assistant turns' tool calls (default Hermes; farm/chat/families)."""
     parsed = ParsedConversation()
     for chunk in text.split(IM_START)[1:]:
         role, _, body = chunk.partition("\n")
@@ -96,6 +97,4 @@ def read_tools(section: str) -> list[dict[str, Any]]:
 def _read_answer(body: str, parser: str | None) -> ParsedAssistant:
     if parser is None or parser == "hermes":
         return parse_assistant(body)
-    from farm.chat.tool_parsers import parse_with  # tool_parsers imports this module's neighbours
-
     return parse_with(parser, body, IM_END)

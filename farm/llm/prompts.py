@@ -1,7 +1,8 @@
 """Read a rendered prompt back into OpenAI-style messages, in each tool-call family's layout.
 
 The reference LLM server gets only token ids; its scripted policy decodes them and reads the conversation
-with `parse_prompt`. Hermes prompts are ChatML (farm/chat/chatml.py). The other layouts:
+with `read_prompt`, by the layout of the tokenizer's family (farm/chat/families). Hermes prompts are
+ChatML (farm/llm/chatml.py). The other layouts:
 
 - DeepSeek V3/R1 (the layout of DeepSeek-V3's chat template, deepseek-ai/DeepSeek-V3
   tokenizer_config.json; tokens written here with ASCII bars and underscores): BOS, the system text,
@@ -37,18 +38,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from farm.chat.chatml import (
-    TOOL_RESPONSE_CLOSE,
-    TOOL_RESPONSE_OPEN,
-    ParsedConversation,
-    parse_chatml,
-    read_tools,
-)
-from farm.chat.families import Family, parse_family
-from farm.chat.family_tool_calls import ds_token
+from farm.chat.families.deepseek import ds_token
+from farm.chat.families.hermes import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
+from farm.chat.tokenizer import ChatTokenizer
 from farm.chat.tool_parsers import parse_with
+from farm.llm.chatml import ParsedConversation, parse_chatml, read_tools
 
 DS_BOS, DS_EOS = ds_token("begin_of_sentence"), ds_token("end_of_sentence")
 DS_USER, DS_ASSISTANT = "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"
@@ -63,29 +60,16 @@ M_CONTENT = "[TOOL_CONTENT]"
 _DS_TOOL_NAME = re.compile(r"^### (\S+)$", re.MULTILINE)
 
 
-def parse_prompt(family: Family, text: str, parser: str | None = None) -> ParsedConversation:
-    """`parser` reads the assistant turns' tool calls (default: the family's own format)."""
-    if family == "deepseek":
-        return parse_deepseek_prompt(text, parser)
-    if family == "mistral":
-        return parse_mistral_prompt(text, parser)
-    if family == "llama":
-        return parse_llama_prompt(text, parser or "llama3_json")
-    if family == "kimi":
-        return parse_kimi_prompt(text, parser or "kimi_k2")
-    if family == "glm":
-        return parse_glm_prompt(text, parser or "glm45")
-    if family == "gemma":
-        return parse_gemma_prompt(text, parser or "pythonic")
-    return parse_chatml(text, parser)
+def read_prompt(tokenizer: ChatTokenizer, text: str) -> ParsedConversation:
+    """A rendered conversation read back into messages, its assistant turns' tool calls read with the
+    tokenizer's parser."""
+    reader = _READERS.get(tokenizer.family, parse_chatml)
+    return reader(text, tokenizer.tool_parser)
 
 
-def _assistant(
-    family: Family, body: str, eos: str, parser: str | None = None, tools: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
+def _assistant(body: str, eos: str, parser: str, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """`tools` type the arguments of formats that write them as text (GLM's, Qwen3-Coder's)."""
-    answer = parse_with(parser, body, eos, tools) if parser else parse_family(family, body, eos)
-    return answer.message()
+    return parse_with(parser, body, eos, tools).message()
 
 
 def _until(text: str, end: str) -> tuple[str, bool, str]:
@@ -93,19 +77,17 @@ def _until(text: str, end: str) -> tuple[str, bool, str]:
     return inside, bool(found), rest
 
 
-def _open_answer(
-    parsed: ParsedConversation, rest: str, eos: str, family: Family, parser: str | None = None
-) -> str:
+def _open_answer(parsed: ParsedConversation, rest: str, eos: str, parser: str) -> str:
     """An assistant answer at `rest`: a message if closed by `eos`, else the open generation turn."""
     body, closed, rest = _until(rest, eos)
     if closed:
-        parsed.messages.append(_assistant(family, body, eos, parser))
+        parsed.messages.append(_assistant(body, eos, parser))
     else:
         parsed.open_role, parsed.open_text = "assistant", body
     return rest
 
 
-def parse_deepseek_prompt(text: str, parser: str | None = None) -> ParsedConversation:
+def parse_deepseek_prompt(text: str, parser: str = "deepseek_v3") -> ParsedConversation:
     parsed = ParsedConversation()
     rest = text.removeprefix(DS_BOS)
     system, _, rest = rest.partition(DS_USER)
@@ -128,26 +110,26 @@ def parse_deepseek_prompt(text: str, parser: str | None = None) -> ParsedConvers
             parsed.messages.append({"role": "user", "content": rest[len(DS_USER) : end]})
             rest = rest[end:]
         elif rest.startswith(DS_ASSISTANT):
-            rest = _open_answer(parsed, rest[len(DS_ASSISTANT) :], DS_EOS, "deepseek", parser)
+            rest = _open_answer(parsed, rest[len(DS_ASSISTANT) :], DS_EOS, parser)
         elif rest.startswith(DS_OUTPUTS[0]):
             outputs, _, rest = _until(rest[len(DS_OUTPUTS[0]) :], DS_OUTPUTS[1])
             for chunk in outputs.split(DS_OUTPUT[0])[1:]:
                 parsed.messages.append({"role": "tool", "content": chunk.partition(DS_OUTPUT[1])[0]})
             if not rest.startswith((DS_USER, DS_ASSISTANT, DS_OUTPUTS[0])):
-                rest = _open_answer(parsed, rest, DS_EOS, "deepseek", parser)
+                rest = _open_answer(parsed, rest, DS_EOS, parser)
         elif rest.startswith(DS_OUTPUT[0]):  # V3.1: results without the outputs wrapper
             while rest.startswith(DS_OUTPUT[0]):
                 output, _, rest = _until(rest[len(DS_OUTPUT[0]) :], DS_OUTPUT[1])
                 parsed.messages.append({"role": "tool", "content": output})
             if not rest.startswith((DS_USER, DS_ASSISTANT, DS_OUTPUTS[0], DS_OUTPUT[0])):
-                rest = _open_answer(parsed, rest, DS_EOS, "deepseek", parser)
+                rest = _open_answer(parsed, rest, DS_EOS, parser)
         else:  # text outside any turn: keep it visible rather than drop it
             parsed.messages.append({"role": "user", "content": rest})
             break
     return parsed
 
 
-def parse_mistral_prompt(text: str, parser: str | None = None) -> ParsedConversation:
+def parse_mistral_prompt(text: str, parser: str = "mistral") -> ParsedConversation:
     parsed = ParsedConversation()
     rest = text.removeprefix(M_BOS)
     while rest:
@@ -171,10 +153,10 @@ def parse_mistral_prompt(text: str, parser: str | None = None) -> ParsedConversa
     return parsed
 
 
-def _answer_unless_marker(parsed: ParsedConversation, rest: str, parser: str | None = None) -> str:
+def _answer_unless_marker(parsed: ParsedConversation, rest: str, parser: str) -> str:
     if rest.startswith((M_SYSTEM[0], M_TOOLS[0], M_INST[0], M_RESULTS[0])):
         return rest
-    return _open_answer(parsed, rest, M_EOS, "mistral", parser)
+    return _open_answer(parsed, rest, M_EOS, parser)
 
 
 def _json_list(section: str) -> list[dict[str, Any]]:
@@ -228,7 +210,7 @@ def parse_llama_prompt(text: str, parser: str) -> ParsedConversation:
         elif role in ("ipython", "tool"):
             parsed.messages.append({"role": "tool", "content": _json_text(body)})
         elif role == "assistant":
-            parsed.messages.append(_assistant("llama", body, "", parser))
+            parsed.messages.append(_assistant(body, "", parser))
         else:
             parsed.messages.append({"role": role, "content": body})
     return parsed
@@ -279,7 +261,7 @@ def parse_kimi_prompt(text: str, parser: str) -> ParsedConversation:
         elif kind == "system" and (found := _K_RETURN.match(body)) is not None:
             parsed.messages.append({"role": "tool", "content": body[found.end() :]})
         elif kind == "assistant":
-            parsed.messages.append(_assistant("kimi", body, "", parser))
+            parsed.messages.append(_assistant(body, "", parser))
         else:
             parsed.messages.append({"role": kind, "content": body})
     return parsed
@@ -304,7 +286,7 @@ def parse_glm_prompt(text: str, parser: str) -> ParsedConversation:
             for block in body.split(G_RESPONSE[0])[1:]:
                 parsed.messages.append({"role": "tool", "content": block.partition(G_RESPONSE[1])[0]})
         elif role == "assistant":
-            parsed.messages.append(_assistant("glm", body, "", parser, parsed.tools))
+            parsed.messages.append(_assistant(body, "", parser, parsed.tools))
         else:
             parsed.messages.append({"role": role, "content": body.removeprefix("\n")})
     return parsed
@@ -323,7 +305,7 @@ def parse_gemma_prompt(text: str, parser: str) -> ParsedConversation:
             parsed.open_role, parsed.open_text = role, body
             break
         if role == "assistant":
-            parsed.messages.append(_assistant("gemma", body, G_END, parser))
+            parsed.messages.append(_assistant(body, G_END, parser))
         elif role == "user":
             parsed.messages += _gemma_user_turn(body)
         else:
@@ -344,3 +326,14 @@ def _gemma_user_turn(body: str) -> list[dict[str, Any]]:
     if rest or not out:
         out.append({"role": "user", "content": rest})
     return out
+
+
+_READERS: dict[str, Callable[[str, str], ParsedConversation]] = {
+    "deepseek": parse_deepseek_prompt,
+    "mistral": parse_mistral_prompt,
+    "llama": parse_llama_prompt,
+    "kimi": parse_kimi_prompt,
+    "glm": parse_glm_prompt,
+    "gemma": parse_gemma_prompt,
+}
+"""Each family's layout reader (the others read as ChatML)."""
