@@ -7,7 +7,6 @@ agent loop turns into corrective feedback for the model (a bad call is data, not
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import uuid
@@ -136,10 +135,22 @@ def call_from(
 ) -> ToolCall | None:
     """A call from its name and its arguments, given as an object or (some models double-encode them) as
     a string that holds one; None with the reason in `errors`, prefixed by `where` ("tool call 2")."""
-    if isinstance(arguments, str):
-        with contextlib.suppress(json.JSONDecodeError):
-            arguments = json.loads(arguments)
-    if not isinstance(arguments, dict):
-        errors.append(f"{where} ({name}): `{field}` must be a JSON object, got {type(arguments).__name__}")
+    decoded = json_arguments(arguments, f"{where} ({name})", errors, field)
+    return None if decoded is None else ToolCall(name=name, arguments=decoded)
+
+
+def json_arguments(
+    raw: Any, where: str, errors: list[str], field: str = "arguments"
+) -> dict[str, Any] | None:
+    """A call's arguments as a JSON object (given as one, or as its JSON text); None with the reason in
+    `errors`, prefixed by `where` (e.g. "tool call 2 (search)")."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{where}: `{field}` is not JSON ({exc.msg})")
+            return None
+    if not isinstance(raw, dict):
+        errors.append(f"{where}: `{field}` must be a JSON object, got {type(raw).__name__}")
         return None
-    return ToolCall(name=name, arguments=arguments)
+    return raw

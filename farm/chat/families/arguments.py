@@ -15,21 +15,6 @@ NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
 """A function name as the formats that write it bare accept it."""
 
 
-def json_arguments(raw: Any, where: str, errors: list[str]) -> dict[str, Any] | None:
-    """A call's arguments as a JSON object (given as one, or as its JSON text); None with the reason in
-    `errors`, prefixed by `where` (e.g. "tool call 2 (search)")."""
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{where}: arguments are not JSON ({exc.msg})")
-            return None
-    if not isinstance(raw, dict):
-        errors.append(f"{where}: arguments must be a JSON object")
-        return None
-    return raw
-
-
 def property_type(schemas: Schemas, tool: str, key: str) -> str | None:
     """The JSON-schema type of one parameter (first of a list / anyOf), None when the schema lacks it."""
     properties = (schemas.get(tool) or {}).get("properties") or {}

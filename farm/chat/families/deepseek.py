@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from farm.chat.families.arguments import NAME, json_arguments
+from farm.chat.families.arguments import NAME
 from farm.chat.families.record import ModelFamily, Schemas, Split, ToolCallFormat
-from farm.chat.tool_calls import ToolCall
+from farm.chat.tool_calls import ToolCall, json_arguments
 
 
 def ds_token(name: str) -> str:

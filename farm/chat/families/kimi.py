@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 
-from farm.chat.families.arguments import json_arguments
 from farm.chat.families.record import ModelFamily, Schemas, Split, ToolCallFormat
-from farm.chat.tool_calls import ToolCall
+from farm.chat.tool_calls import ToolCall, json_arguments
 
 KIMI_SECTION = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>")
 KIMI_CALL, KIMI_ARGS, KIMI_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import re
 
-from farm.chat.families.arguments import json_arguments
 from farm.chat.families.record import ModelFamily, Schemas, Split, ToolCallFormat
-from farm.chat.tool_calls import ToolCall
+from farm.chat.tool_calls import ToolCall, json_arguments
 
 MISTRAL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 
