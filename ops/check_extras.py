@@ -7,7 +7,7 @@ Two venvs, built side by side (pip waits on the network and the disk as much as 
   A: .            every module of farm, tasks, handlers and containers imports, `farm --help` answers,
                   and `pip check` finds no broken requirement: the base install only
      +report,mistral,bench,otel,test
-                  `farm report` draws its PNG plots; the Mistral tokenizer (farm/chat/mistral.py) loads
+                  `farm report` draws its PNG plots; the Mistral tokenizer (farm/chat/mistral_codec.py) loads
                   from the package that ships it; every bench module imports; the tests that need the
                   test extra's own packages (shipped tokenizers, report plots, Kubernetes schemas, the
                   dependency checks) pass
@@ -48,8 +48,9 @@ failed, count = {}, 0
 for package in sys.argv[1:]:
     root = importlib.import_module(package)
     for info in pkgutil.walk_packages(root.__path__, package + "."):
-        # farm.chat.mistral is the mistral extra's own module; a task's data (the SWE repos) is no module
-        if info.name == "farm.chat.mistral" or info.name.endswith(".__main__") or ".swe.repos" in info.name:
+        # farm.chat.mistral_codec is the mistral extra's own module; a task's data (SWE repos) is no module
+        own = info.name == "farm.chat.mistral_codec"
+        if own or info.name.endswith(".__main__") or ".swe.repos" in info.name:
             continue
         count += 1
         try:
@@ -73,7 +74,7 @@ open(sys.argv[1], "w").write("\n".join(lines) + "\n")
 """
 
 MISTRAL = r"""
-import farm.chat.mistral
+import farm.chat.mistral_codec
 from farm.chat.tokenizer import ChatTokenizer
 tok = ChatTokenizer.load("mistral:v3-tekken")
 assert tok.family == "mistral", tok.family

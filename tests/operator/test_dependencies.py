@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("farm", "tasks", "handlers", "containers")
 TASK_DATA = ROOT / "handlers" / "swe" / "repos"
-OPTIONAL_MODULES = {"farm.chat.mistral": "mistral"}
+OPTIONAL_MODULES = {"farm.chat.mistral_codec": "mistral"}
 """Modules that are themselves an extra's code, imported only when that feature is asked for."""
 
 
