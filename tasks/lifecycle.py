@@ -149,7 +149,7 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
     try:
         try:
             handler = get_handler(record.spec.handler)
-            ctx = _context(record, handler, stage, lambda: monitor.interruption(job_id), attempt)
+            ctx = _context(record, handler, stage, lambda: monitor.interruption(job_id, token), attempt)
         except Exception as exc:  # unknown handler after a deploy, instance no longer valid, ...
             attempt.finish(terminal_result(record, JobState.failed, StageError.of(stage, exc)))
             return
@@ -157,7 +157,7 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
         with tracing.stage_span(record.spec.traceparent, stage, span):
             _run_stage(attempt, handler, ctx)
     finally:
-        monitor.leave(job_id)
+        monitor.leave(job_id, token)
 
 
 def _stale_run(record: JobRecord) -> bool:
