@@ -91,12 +91,18 @@ class JobMonitor:
             with self._lock:
                 leases = dict(self._leases)
             if not leases:
+                last_renew = time.monotonic()  # nothing held: the next lease is fresh from its BEGIN
                 continue
             try:
                 # renewal first: over a slow link the checks below must not push it past the fence
                 lost: set[str] = set()
                 renewed_from = None
-                if time.monotonic() - last_renew >= RENEW_EVERY_S:
+                since = time.monotonic() - last_renew
+                if since >= RENEW_EVERY_S:
+                    if since > LEASE_TTL_S - FENCE_MARGIN_S:  # this thread got no CPU (or GIL) for that long
+                        log.warning(
+                            "job monitor renews %.1f s after its last renewal: leases may be reaped", since
+                        )
                     renewed_from = time.monotonic()
                     lost = self.store.renew(leases)
                     last_renew = time.monotonic()
