@@ -208,18 +208,16 @@ class PoolOps:
     def set_policy_version(self, address: str, version: int) -> Op[bool]:
         """The version of the weights a registered backend now serves, set in place (no clear, no
         re-pin, health untouched). False when the address is not registered."""
-        reply = yield Script(
-            _SET_VERSION, [keys.BACKENDS], [normalise_address(address), "policy_version", version]
-        )
-        return bool(reply)
+        return (yield from self._set_version(address, "policy_version", version))
 
     def set_publishing(self, address: str, version: int) -> Op[bool]:
         """Marks a registered backend as being updated to `version` (POST /publish_weights) until
         set_policy_version labels it or it is removed. False when the address is not registered."""
-        reply = yield Script(
-            _SET_VERSION, [keys.BACKENDS], [normalise_address(address), "publishing", version]
-        )
-        return bool(reply)
+        return (yield from self._set_version(address, "publishing", version))
+
+    def _set_version(self, address: str, field: str, version: int) -> Op[bool]:
+        args = [normalise_address(address), field, version]
+        return bool((yield Script(_SET_VERSION, [keys.BACKENDS], args)))
 
     def registration(self, address: str) -> Op[tuple[int | None, int | None] | None]:
         """One HGET: the (policy_version, publishing) a backend is registered with now; None: not
