@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic
 
 import redis
 import redis.asyncio as aioredis
@@ -21,7 +22,7 @@ from redis.client import Pipeline
 
 from farm import keys
 from farm.models.backends import BackendInfo
-from farm.redis_ops import AsyncOp, AsyncRunner, Batch, Command, Op, Runner, Script, SyncOp
+from farm.redis_ops import AsyncRunner, Batch, Client, Command, Op, OpMethod, Runner, RunnerT, Script
 from farm.text import as_text as _decode
 
 STICKY_TTL_S = 7 * 24 * 3600
@@ -113,23 +114,14 @@ redis.call('HDEL', KEYS[5], ARGV[1])
 return 1
 """
 
-# KEYS: backends   ARGV: address, policy version
+# KEYS: backends   ARGV: address, 'policy_version' (served) or 'publishing' (being published), version
+# The version a backend serves ends its publishing.
 _SET_VERSION = """
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return 0 end
 local meta = cjson.decode(raw)
-meta['policy_version'] = tonumber(ARGV[2])
-meta['publishing'] = nil
-redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(meta))
-return 1
-"""
-
-# KEYS: backends   ARGV: address, version being published
-_SET_PUBLISHING = """
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local meta = cjson.decode(raw)
-meta['publishing'] = tonumber(ARGV[2])
+meta[ARGV[2]] = tonumber(ARGV[3])
+if ARGV[2] == 'policy_version' then meta['publishing'] = nil end
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(meta))
 return 1
 """
@@ -216,14 +208,16 @@ class PoolOps:
     def set_policy_version(self, address: str, version: int) -> Op[bool]:
         """The version of the weights a registered backend now serves, set in place (no clear, no
         re-pin, health untouched). False when the address is not registered."""
-        reply = yield Script(_SET_VERSION, [keys.BACKENDS], [normalise_address(address), version])
-        return bool(reply)
+        return (yield from self._set_version(address, "policy_version", version))
 
     def set_publishing(self, address: str, version: int) -> Op[bool]:
         """Marks a registered backend as being updated to `version` (POST /publish_weights) until
         set_policy_version labels it or it is removed. False when the address is not registered."""
-        reply = yield Script(_SET_PUBLISHING, [keys.BACKENDS], [normalise_address(address), version])
-        return bool(reply)
+        return (yield from self._set_version(address, "publishing", version))
+
+    def _set_version(self, address: str, field: str, version: int) -> Op[bool]:
+        args = [normalise_address(address), field, version]
+        return bool((yield Script(_SET_VERSION, [keys.BACKENDS], args)))
 
     def registration(self, address: str) -> Op[tuple[int | None, int | None] | None]:
         """One HGET: the (policy_version, publishing) a backend is registered with now; None: not
@@ -319,57 +313,45 @@ def _queue_list(pipe: Pipeline) -> None:
     pipe.hgetall(keys.BACKENDS_ERRORS)
 
 
-class BackendPool:
+class _Pool(Generic[Client, RunnerT]):
+    """The pool's operations, which the sync and the async client both run."""
+
+    runner_type: Callable[[Client], RunnerT]
+
+    def __init__(self, client: Client) -> None:
+        self._r: Client = client
+        """The raw client: private; every command goes through an operation."""
+        self.ops = PoolOps()
+        self.runner: RunnerT = self.runner_type(client)
+
+    add = OpMethod(PoolOps.add)
+    set_policy_version = OpMethod(PoolOps.set_policy_version)
+    set_publishing = OpMethod(PoolOps.set_publishing)
+    registration = OpMethod(PoolOps.registration)
+    remove = OpMethod(PoolOps.remove)
+    clear = OpMethod(PoolOps.clear)
+    any_unhealthy = OpMethod(PoolOps.any_unhealthy)
+    list = OpMethod(PoolOps.list)
+    get = OpMethod(PoolOps.get)
+    acquire = OpMethod(PoolOps.acquire)
+    release = OpMethod(PoolOps.release)
+    mark_unhealthy = OpMethod(PoolOps.mark_unhealthy)
+    mark_healthy = OpMethod(PoolOps.mark_healthy)
+    call_started = OpMethod(PoolOps.call_started)
+    call_finished = OpMethod(PoolOps.call_finished)
+    count_stats = OpMethod(PoolOps.count_stats)
+
+
+class BackendPool(_Pool[redis.Redis, Runner]):
     """Synchronous pool client, used by Celery workers."""
 
-    def __init__(self, client: redis.Redis) -> None:
-        self._r = client
-        """The raw client: private; every command goes through an operation."""
-        self.ops = PoolOps()
-        self.runner = Runner(client)
-
-    add = SyncOp(PoolOps.add)
-    set_policy_version = SyncOp(PoolOps.set_policy_version)
-    set_publishing = SyncOp(PoolOps.set_publishing)
-    registration = SyncOp(PoolOps.registration)
-    remove = SyncOp(PoolOps.remove)
-    clear = SyncOp(PoolOps.clear)
-    list = SyncOp(PoolOps.list)
-    get = SyncOp(PoolOps.get)
-    acquire = SyncOp(PoolOps.acquire)
-    release = SyncOp(PoolOps.release)
-    mark_unhealthy = SyncOp(PoolOps.mark_unhealthy)
-    mark_healthy = SyncOp(PoolOps.mark_healthy)
-    call_started = SyncOp(PoolOps.call_started)
-    call_finished = SyncOp(PoolOps.call_finished)
-    count_stats = SyncOp(PoolOps.count_stats)
+    runner_type = Runner
 
 
-class AsyncBackendPool:
+class AsyncBackendPool(_Pool[aioredis.Redis, AsyncRunner]):
     """The same pool for asyncio code (the API and the gateway)."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
-        self._r = client
-        """The raw client: private; every command goes through an operation."""
-        self.ops = PoolOps()
-        self.runner = AsyncRunner(client)
-
-    add = AsyncOp(PoolOps.add)
-    set_policy_version = AsyncOp(PoolOps.set_policy_version)
-    set_publishing = AsyncOp(PoolOps.set_publishing)
-    registration = AsyncOp(PoolOps.registration)
-    remove = AsyncOp(PoolOps.remove)
-    clear = AsyncOp(PoolOps.clear)
-    any_unhealthy = AsyncOp(PoolOps.any_unhealthy)
-    list = AsyncOp(PoolOps.list)
-    get = AsyncOp(PoolOps.get)
-    acquire = AsyncOp(PoolOps.acquire)
-    release = AsyncOp(PoolOps.release)
-    mark_unhealthy = AsyncOp(PoolOps.mark_unhealthy)
-    mark_healthy = AsyncOp(PoolOps.mark_healthy)
-    call_started = AsyncOp(PoolOps.call_started)
-    call_finished = AsyncOp(PoolOps.call_finished)
-    count_stats = AsyncOp(PoolOps.count_stats)
+    runner_type = AsyncRunner
 
 
 def _pinned(reply: list[Any] | None) -> BackendInfo | None:

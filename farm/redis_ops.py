@@ -6,9 +6,10 @@ sync clients, `AsyncRunner` awaits them on redis.asyncio clients: the wire knowl
 (its keys, its arguments, how its reply is read, which round trips it takes) lives in the operation, as
 farm/client/calls.py does for HTTP. Running an operation adds no command and no round trip.
 
-A twin's methods are its operations: `create = SyncOp(JobOps.create)` in the sync class and
-`create = AsyncOp(JobOps.create)` in the async one give each the operation's signature (mypy checks
-callers against it) and docstring, and run its body with the instance's `runner` on its `ops`.
+A twin's methods are its operations: `create = OpMethod(JobOps.create)`, declared once in a class the
+sync and the async twin share, gives each the operation's signature (mypy checks callers against it: the
+sync twin's returns the result, the async twin's a coroutine) and docstring, and runs its body with the
+instance's `runner` on its `ops`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from redis.client import Pipeline
 
 T = TypeVar("T")
 P = ParamSpec("P")
+Client = TypeVar("Client", redis.Redis, aioredis.Redis)
+"""A sync client or an asyncio one."""
 
 
 class On(Enum):
@@ -68,21 +71,42 @@ Op: TypeAlias = Generator[Step, Any, T]
 """An operation yielding its round trips and returning T."""
 
 
-class Runner:
-    """Runs operations on sync clients."""
+@dataclass(frozen=True)
+class _Done:
+    value: Any
 
-    def __init__(self, state: redis.Redis, broker: redis.Redis | None = None) -> None:
-        self._clients = {On.STATE: state, On.BROKER: broker or state}
+
+def _advance(op: Op[Any], reply: Any) -> Step | _Done:
+    """Hands the operation the reply to its last round trip: its next round trip, or its result."""
+    try:
+        return op.send(reply)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
+class _Clients(Generic[Client]):
+    """What a runner holds: the Redis each round trip goes to and the scripts registered with it."""
+
+    def __init__(self, state: Client, broker: Client | None = None) -> None:
+        self._clients: dict[On, Client] = {On.STATE: state, On.BROKER: broker or state}
         self._scripts: dict[tuple[On, str], Any] = {}
 
+    def _script(self, step: Script, client: Any) -> Any:
+        """Runs a script by EVALSHA, registered with its client on first use."""
+        script = self._scripts.get((step.on, step.source))
+        if script is None:
+            script = self._scripts[(step.on, step.source)] = client.register_script(step.source)
+        return script(keys=list(step.keys), args=list(step.args))
+
+
+class Runner(_Clients[redis.Redis]):
+    """Runs operations on sync clients."""
+
     def __call__(self, op: Op[T]) -> T:
-        reply: Any = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration as done:
-                return cast(T, done.value)
-            reply = self._send(step)
+        step = _advance(op, None)
+        while not isinstance(step, _Done):
+            step = _advance(op, self._send(step))
+        return cast(T, step.value)
 
     def _send(self, step: Step) -> Any:
         client = self._clients[step.on]
@@ -92,27 +116,17 @@ class Runner:
             pipe = client.pipeline(transaction=step.transaction)
             step.queue(pipe)
             return pipe.execute()
-        script = self._scripts.get((step.on, step.source))
-        if script is None:
-            script = self._scripts[(step.on, step.source)] = client.register_script(step.source)
-        return script(keys=list(step.keys), args=list(step.args))
+        return self._script(step, client)
 
 
-class AsyncRunner:
+class AsyncRunner(_Clients[aioredis.Redis]):
     """Runs operations on redis.asyncio clients."""
 
-    def __init__(self, state: aioredis.Redis, broker: aioredis.Redis | None = None) -> None:
-        self._clients = {On.STATE: state, On.BROKER: broker or state}
-        self._scripts: dict[tuple[On, str], Any] = {}
-
     async def __call__(self, op: Op[T]) -> T:
-        reply: Any = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration as done:
-                return cast(T, done.value)
-            reply = await self._send(step)
+        step = _advance(op, None)
+        while not isinstance(step, _Done):
+            step = _advance(op, await self._send(step))
+        return cast(T, step.value)
 
     def _send(self, step: Step) -> Awaitable[Any]:
         # The steps' callables are typed for the sync client (see Command); here they get the async one.
@@ -121,10 +135,7 @@ class AsyncRunner:
             return cast(Awaitable[Any], step.send(client))
         if isinstance(step, Batch):
             return _batch(client.pipeline(transaction=step.transaction), step)
-        script = self._scripts.get((step.on, step.source))
-        if script is None:
-            script = self._scripts[(step.on, step.source)] = client.register_script(step.source)
-        return cast(Awaitable[Any], script(keys=list(step.keys), args=list(step.args)))
+        return cast(Awaitable[Any], self._script(step, client))
 
 
 async def _batch(pipe: Any, step: Batch) -> Any:
@@ -133,6 +144,10 @@ async def _batch(pipe: Any, step: Batch) -> Any:
     async with pipe:
         step.queue(pipe)
         return await pipe.execute()
+
+
+RunnerT = TypeVar("RunnerT", Runner, AsyncRunner)
+"""A twin's runner, over the client of its kind."""
 
 
 class _SyncTwin(Protocol):
@@ -149,47 +164,26 @@ class _AsyncTwin(Protocol):
     def runner(self) -> AsyncRunner: ...
 
 
-class SyncOp(Generic[P, T]):
-    """A method of a sync twin: runs the operation on `self.ops` with `self.runner`."""
+class OpMethod(Generic[P, T]):
+    """A method of a twin: runs the operation on `self.ops` with `self.runner`, so a sync twin's returns
+    the result and an async twin's a coroutine of it."""
 
     def __init__(self, op: Callable[Concatenate[Any, P], Op[T]]) -> None:
         self.op = op
         self.__doc__ = op.__doc__
 
     @overload
-    def __get__(self, twin: None, owner: type) -> SyncOp[P, T]: ...
+    def __get__(self, twin: None, owner: type) -> OpMethod[P, T]: ...
     @overload
     def __get__(self, twin: _SyncTwin, owner: type) -> Callable[P, T]: ...
-    def __get__(self, twin: _SyncTwin | None, owner: type) -> SyncOp[P, T] | Callable[P, T]:
-        if twin is None:
-            return self
-        op, ops, runner = self.op, twin.ops, twin.runner
-
-        def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            return runner(op(ops, *args, **kwargs))
-
-        return method
-
-
-class AsyncOp(Generic[P, T]):
-    """A method of an async twin: awaits the operation on `self.ops` with `self.runner`."""
-
-    def __init__(self, op: Callable[Concatenate[Any, P], Op[T]]) -> None:
-        self.op = op
-        self.__doc__ = op.__doc__
-
-    @overload
-    def __get__(self, twin: None, owner: type) -> AsyncOp[P, T]: ...
     @overload
     def __get__(self, twin: _AsyncTwin, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
-    def __get__(
-        self, twin: _AsyncTwin | None, owner: type
-    ) -> AsyncOp[P, T] | Callable[P, Coroutine[Any, Any, T]]:
+    def __get__(self, twin: _SyncTwin | _AsyncTwin | None, owner: type) -> Any:
         if twin is None:
             return self
         op, ops, runner = self.op, twin.ops, twin.runner
 
-        async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            return await runner(op(ops, *args, **kwargs))
+        def method(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return runner(op(ops, *args, **kwargs))
 
         return method

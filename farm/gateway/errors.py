@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import NamedTuple
 
 from farm.inference.errors import is_context_overflow
 
-__all__ = ["ErrorKind", "GatewayError", "context_overflow_from", "is_context_overflow"]
+__all__ = ["ErrorKind", "ErrorNames", "GatewayError", "context_overflow_from", "is_context_overflow"]
 
 
 class ErrorKind(StrEnum):
@@ -21,16 +22,27 @@ class ErrorKind(StrEnum):
     timeout = "timeout"
 
 
-_STATUS = {
-    ErrorKind.invalid_request: 400,
-    ErrorKind.context_overflow: 400,
-    ErrorKind.not_found: 404,
-    ErrorKind.conflict: 409,
-    ErrorKind.unauthorized: 401,
-    ErrorKind.upstream: 502,
-    ErrorKind.unavailable: 503,
-    ErrorKind.timeout: 504,
+class ErrorNames(NamedTuple):
+    """What HTTP and each API call an error kind."""
+
+    status: int
+    openai: str
+    anthropic: str
+    google: str
+
+
+# An error kind's HTTP status, OpenAI error type, Anthropic error type and Google status.
+_ROWS: dict[ErrorKind, tuple[int, str, str, str]] = {
+    ErrorKind.invalid_request: (400, "invalid_request_error", "invalid_request_error", "INVALID_ARGUMENT"),
+    ErrorKind.context_overflow: (400, "invalid_request_error", "invalid_request_error", "INVALID_ARGUMENT"),
+    ErrorKind.not_found: (404, "not_found_error", "not_found_error", "NOT_FOUND"),
+    ErrorKind.conflict: (409, "invalid_request_error", "invalid_request_error", "FAILED_PRECONDITION"),
+    ErrorKind.unauthorized: (401, "authentication_error", "authentication_error", "UNAUTHENTICATED"),
+    ErrorKind.upstream: (502, "api_error", "api_error", "INTERNAL"),
+    ErrorKind.unavailable: (503, "api_error", "overloaded_error", "UNAVAILABLE"),
+    ErrorKind.timeout: (504, "api_error", "timeout_error", "DEADLINE_EXCEEDED"),
 }
+_NAMES = {kind: ErrorNames(*row) for kind, row in _ROWS.items()}
 
 
 class GatewayError(Exception):
@@ -49,8 +61,12 @@ class GatewayError(Exception):
         self.max_tokens = max_tokens
 
     @property
+    def names(self) -> ErrorNames:
+        return _NAMES[self.kind]
+
+    @property
     def status(self) -> int:
-        return _STATUS[self.kind]
+        return self.names.status
 
 
 def context_overflow_from(message: str) -> GatewayError:

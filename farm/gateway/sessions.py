@@ -16,7 +16,7 @@ from redis.client import Pipeline
 
 from farm import keys
 from farm.builders.records import CompletionRecord
-from farm.redis_ops import AsyncOp, AsyncRunner, Batch, Command, Op, Script
+from farm.redis_ops import AsyncRunner, Batch, Command, Op, OpMethod, Script
 
 SessionState = Literal["open", "ended"]
 
@@ -247,12 +247,12 @@ class SessionStore:
         self._remember(info)
         return info
 
-    append_completion = AsyncOp(SessionOps.append_completion)
-    append_failure = AsyncOp(SessionOps.append_failure)
-    failures = AsyncOp(SessionOps.failures)
-    completions = AsyncOp(SessionOps.completions)
-    completion_count = AsyncOp(SessionOps.completion_count)
-    set_reward = AsyncOp(SessionOps.set_reward)
+    append_completion = OpMethod(SessionOps.append_completion)
+    append_failure = OpMethod(SessionOps.append_failure)
+    failures = OpMethod(SessionOps.failures)
+    completions = OpMethod(SessionOps.completions)
+    completion_count = OpMethod(SessionOps.completion_count)
+    set_reward = OpMethod(SessionOps.set_reward)
 
     async def end(self, sid: str) -> int:
         """Mark ended (idempotent); returns the number of recorded completions."""

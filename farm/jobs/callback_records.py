@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.keys import JobField, Layout
-from farm.redis_ops import AsyncOp, AsyncRunner, Command, Op, Script
+from farm.redis_ops import AsyncRunner, Command, Op, OpMethod, Script
 from farm.text import as_text
 
 # KEYS: callbacks   ARGV: now, claim_until, limit
@@ -89,7 +89,7 @@ class AsyncCallbackStore:
     def bucket_of(self, job_id: str) -> str:
         return self.layout.tag(job_id)
 
-    claim_due = AsyncOp(CallbackOps.claim_due)
-    unschedule = AsyncOp(CallbackOps.unschedule)
-    count_attempt = AsyncOp(CallbackOps.count_attempt)
-    record_outcome = AsyncOp(CallbackOps.record_outcome)
+    claim_due = OpMethod(CallbackOps.claim_due)
+    unschedule = OpMethod(CallbackOps.unschedule)
+    count_attempt = OpMethod(CallbackOps.count_attempt)
+    record_outcome = OpMethod(CallbackOps.record_outcome)

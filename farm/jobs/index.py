@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from farm import keys
 from farm.keys import Layout
-from farm.redis_ops import AsyncOp, AsyncRunner, Command, Op, Script
+from farm.redis_ops import AsyncRunner, Command, Op, OpMethod, Script
 from farm.text import as_text_or_none as _s
 
 # KEYS: job hashes. Per job: state, spec, created_at, finished_at, t_queued, t_init, t_run, t_eval, node,
@@ -80,7 +80,7 @@ class AsyncJobIndex:
         self.ops = IndexOps(layout)
         self.runner = AsyncRunner(client)
 
-    rows = AsyncOp(IndexOps.rows)
-    newest = AsyncOp(IndexOps.newest)
-    older_than = AsyncOp(IndexOps.older_than)
-    size = AsyncOp(IndexOps.size)
+    rows = OpMethod(IndexOps.rows)
+    newest = OpMethod(IndexOps.newest)
+    older_than = OpMethod(IndexOps.older_than)
+    size = OpMethod(IndexOps.size)

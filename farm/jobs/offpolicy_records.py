@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from redis.client import Pipeline
 
 from farm import keys
-from farm.redis_ops import AsyncOp, AsyncRunner, Batch, Command, Op
+from farm.redis_ops import AsyncRunner, Batch, Command, Op, OpMethod
 from farm.text import as_text
 
 
@@ -41,6 +41,6 @@ class AsyncOffPolicyStore:
         self.ops = OffPolicyOps()
         self.runner = AsyncRunner(client)
 
-    report = AsyncOp(OffPolicyOps.report)
-    reports = AsyncOp(OffPolicyOps.reports)
-    forget = AsyncOp(OffPolicyOps.forget)
+    report = OpMethod(OffPolicyOps.report)
+    reports = OpMethod(OffPolicyOps.reports)
+    forget = OpMethod(OffPolicyOps.forget)

@@ -8,6 +8,9 @@ sync or asyncio runner (farm/redis_ops.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Generic
+
 import redis
 import redis.asyncio as aioredis
 
@@ -17,7 +20,7 @@ from farm.jobs.index import AsyncJobIndex
 from farm.jobs.ops import LEASE_TTL_S, READY_SETTLE_S, REVOKED_KEEP_S, JobOps, Reaped
 from farm.jobs.record import JobPeek, JobRecord, ResultSource, StageHandoff, terminal_result
 from farm.keys import JobKeys, Layout
-from farm.redis_ops import AsyncOp, AsyncRunner, Runner, SyncOp
+from farm.redis_ops import AsyncRunner, Client, OpMethod, Runner, RunnerT
 
 __all__ = [
     "LEASE_TTL_S",
@@ -43,63 +46,78 @@ def _layout_for(client: object) -> Layout:
     return Layout(keys.CLUSTER_BUCKETS) if _is_cluster(client) else keys.layout()
 
 
-class JobStore:
+class _Jobs(Generic[Client, RunnerT]):
+    """The job operations, which the sync and the async store both run."""
+
+    runner_type: Callable[[Client, Client | None], RunnerT]
+
     def __init__(
-        self,
-        client: redis.Redis,
-        ttl_s: int,
-        layout: Layout | None = None,
-        broker: redis.Redis | None = None,
+        self, client: Client, ttl_s: int, layout: Layout | None = None, broker: Client | None = None
     ) -> None:
-        self._r = client
+        self._r: Client = client
         """The raw client: private; every command goes through an operation."""
         self.ttl_s = ttl_s
         self.layout = layout or _layout_for(client)
-        self.broker = broker
+        self.broker: Client | None = broker
         """None: the broker is this Redis, and scripts push stage messages themselves."""
         self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None, cluster=_is_cluster(client))
-        self.runner = Runner(client, broker)
+        self.runner: RunnerT = self.runner_type(client, broker)
 
     def keys(self, job_id: str) -> JobKeys:
         return self.layout.job_keys(job_id)
-
-    create = SyncOp(JobOps.create)
-    enqueue = SyncOp(JobOps.enqueue)
-    get = SyncOp(JobOps.get)
-    begin_stage = SyncOp(JobOps.begin_stage)
-    renew = SyncOp(JobOps.renew)
-    end_stage = SyncOp(JobOps.end_stage)
-    release = SyncOp(JobOps.release)
-    reap = SyncOp(JobOps.reap)
-    finalize = SyncOp(JobOps.finalize)
-    take_ready_slot = SyncOp(JobOps.take_ready_slot)
-    drop_ready_slot = SyncOp(JobOps.drop_ready_slot)
-    forget_init = SyncOp(JobOps.forget_init)
-    add_queued_time = SyncOp(JobOps.add_queued_time)
-    is_revoked = SyncOp(JobOps.is_revoked)
-    revoked_among = SyncOp(JobOps.revoked_among)
-    active_ids = SyncOp(JobOps.active_ids)
-    revoke = SyncOp(JobOps.revoke)
-    counts_by_state = SyncOp(JobOps.counts_by_state)
-    queue_depths = SyncOp(JobOps.queue_depths)
-    ready_by_node = SyncOp(JobOps.ready_by_node)
-    count_infra_retry = SyncOp(JobOps.count_infra_retry)
-    mark_pinned = SyncOp(JobOps.mark_pinned)
-    prune_index = SyncOp(JobOps.prune_index)
-    sandbox_claims = SyncOp(JobOps.sandbox_claims)
-    queued_since = SyncOp(JobOps.queued_since)
-    queued_messages = SyncOp(JobOps.queued_messages)
-    take_lock = SyncOp(JobOps.take_lock)
-    is_draining = SyncOp(JobOps.is_draining)
-    mark_draining = SyncOp(JobOps.mark_draining)
-    clear_draining = SyncOp(JobOps.clear_draining)
 
     def buckets(self) -> list[str]:
         """The hash-tag buckets jobs are spread over (one on a plain Redis)."""
         return self.layout.tags()
 
+    create = OpMethod(JobOps.create)
+    enqueue = OpMethod(JobOps.enqueue)
+    get = OpMethod(JobOps.get)
+    begin_stage = OpMethod(JobOps.begin_stage)
+    renew = OpMethod(JobOps.renew)
+    end_stage = OpMethod(JobOps.end_stage)
+    release = OpMethod(JobOps.release)
+    reap = OpMethod(JobOps.reap)
+    finalize = OpMethod(JobOps.finalize)
+    take_ready_slot = OpMethod(JobOps.take_ready_slot)
+    drop_ready_slot = OpMethod(JobOps.drop_ready_slot)
+    forget_init = OpMethod(JobOps.forget_init)
+    add_queued_time = OpMethod(JobOps.add_queued_time)
+    is_revoked = OpMethod(JobOps.is_revoked)
+    revoked_among = OpMethod(JobOps.revoked_among)
+    active_ids = OpMethod(JobOps.active_ids)
+    revoke = OpMethod(JobOps.revoke)
+    counts_by_state = OpMethod(JobOps.counts_by_state)
+    queue_depths = OpMethod(JobOps.queue_depths)
+    ready_by_node = OpMethod(JobOps.ready_by_node)
+    count_infra_retry = OpMethod(JobOps.count_infra_retry)
+    mark_pinned = OpMethod(JobOps.mark_pinned)
+    prune_index = OpMethod(JobOps.prune_index)
+    sandbox_claims = OpMethod(JobOps.sandbox_claims)
+    queued_since = OpMethod(JobOps.queued_since)
+    queued_messages = OpMethod(JobOps.queued_messages)
+    take_lock = OpMethod(JobOps.take_lock)
+    is_draining = OpMethod(JobOps.is_draining)
+    mark_draining = OpMethod(JobOps.mark_draining)
+    clear_draining = OpMethod(JobOps.clear_draining)
+    peek = OpMethod(JobOps.peek)
+    get_many = OpMethod(JobOps.get_many)
+    active_count = OpMethod(JobOps.active_count)
+    stats = OpMethod(JobOps.stats)
+    exists = OpMethod(JobOps.exists)
+    specs = OpMethod(JobOps.specs)
+    progress = OpMethod(JobOps.progress)
+    accepting = OpMethod(JobOps.accepting)
+    set_accepting = OpMethod(JobOps.set_accepting)
 
-class AsyncJobStore:
+
+class JobStore(_Jobs[redis.Redis, Runner]):
+    runner_type = Runner
+
+
+class AsyncJobStore(_Jobs[aioredis.Redis, AsyncRunner]):
+    runner_type = AsyncRunner
+
     def __init__(
         self,
         client: aioredis.Redis,
@@ -107,35 +125,8 @@ class AsyncJobStore:
         layout: Layout | None = None,
         broker: aioredis.Redis | None = None,
     ) -> None:
-        self._r = client
-        """The raw client: private; every command goes through an operation."""
-        self.ttl_s = ttl_s
-        self.layout = layout or _layout_for(client)
-        self.broker = broker
-        self.ops = JobOps(self.layout, ttl_s, separate_broker=broker is not None, cluster=_is_cluster(client))
-        self.runner = AsyncRunner(client, broker)
+        super().__init__(client, ttl_s, layout, broker)
         self.callbacks = AsyncCallbackStore(client, self.layout)
         """The callback deliveries of these jobs (farm/jobs/callback_records.py)."""
         self.index = AsyncJobIndex(client, self.layout)
         """The viewer's reads: jobs by creation time and their rows (farm/jobs/index.py)."""
-
-    def keys(self, job_id: str) -> JobKeys:
-        return self.layout.job_keys(job_id)
-
-    create = AsyncOp(JobOps.create)
-    get = AsyncOp(JobOps.get)
-    peek = AsyncOp(JobOps.peek)
-    get_many = AsyncOp(JobOps.get_many)
-    finalize = AsyncOp(JobOps.finalize)
-    revoke = AsyncOp(JobOps.revoke)
-    active_ids = AsyncOp(JobOps.active_ids)
-    active_count = AsyncOp(JobOps.active_count)
-    counts_by_state = AsyncOp(JobOps.counts_by_state)
-    stats = AsyncOp(JobOps.stats)
-    queue_depths = AsyncOp(JobOps.queue_depths)
-    ready_by_node = AsyncOp(JobOps.ready_by_node)
-    exists = AsyncOp(JobOps.exists)
-    specs = AsyncOp(JobOps.specs)
-    progress = AsyncOp(JobOps.progress)
-    accepting = AsyncOp(JobOps.accepting)
-    set_accepting = AsyncOp(JobOps.set_accepting)

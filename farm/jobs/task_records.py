@@ -12,7 +12,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from farm import keys
-from farm.redis_ops import AsyncOp, AsyncRunner, Command, Op, Script
+from farm.redis_ops import AsyncRunner, Command, Op, OpMethod, Script
 from farm.text import as_text
 
 # The task record appears whole or not at all; `submitted` is set only once every session exists.
@@ -124,14 +124,14 @@ class AsyncTaskStore:
         self.ops = TaskOps()
         self.runner = AsyncRunner(client)
 
-    claim = AsyncOp(TaskOps.claim)
-    stored = AsyncOp(TaskOps.stored)
-    mark_submitted = AsyncOp(TaskOps.mark_submitted)
-    sessions = AsyncOp(TaskOps.sessions)
-    count = AsyncOp(TaskOps.count)
-    open_group = AsyncOp(TaskOps.open_group)
-    close_group = AsyncOp(TaskOps.close_group)
-    open_groups = AsyncOp(TaskOps.open_groups)
-    group_record = AsyncOp(TaskOps.group_record)
-    add_rerun = AsyncOp(TaskOps.add_rerun)
-    deliver = AsyncOp(TaskOps.deliver)
+    claim = OpMethod(TaskOps.claim)
+    stored = OpMethod(TaskOps.stored)
+    mark_submitted = OpMethod(TaskOps.mark_submitted)
+    sessions = OpMethod(TaskOps.sessions)
+    count = OpMethod(TaskOps.count)
+    open_group = OpMethod(TaskOps.open_group)
+    close_group = OpMethod(TaskOps.close_group)
+    open_groups = OpMethod(TaskOps.open_groups)
+    group_record = OpMethod(TaskOps.group_record)
+    add_rerun = OpMethod(TaskOps.add_rerun)
+    deliver = OpMethod(TaskOps.deliver)

@@ -309,18 +309,6 @@ class StreamEncoder:
         return [sse_event("error", render_error(error))]
 
 
-_TYPES = {
-    ErrorKind.invalid_request: "invalid_request_error",
-    ErrorKind.context_overflow: "invalid_request_error",
-    ErrorKind.not_found: "not_found_error",
-    ErrorKind.conflict: "invalid_request_error",
-    ErrorKind.unauthorized: "authentication_error",
-    ErrorKind.upstream: "api_error",
-    ErrorKind.unavailable: "overloaded_error",
-    ErrorKind.timeout: "timeout_error",
-}
-
-
 def render_error(error: GatewayError) -> dict[str, Any]:
     message = error.message
     if error.kind is ErrorKind.context_overflow:
@@ -329,4 +317,4 @@ def render_error(error: GatewayError) -> dict[str, Any]:
             message = f"prompt is too long: {error.prompt_tokens} tokens > {error.max_tokens} maximum"
         else:
             message = f"prompt is too long: {error.message}"
-    return {"type": "error", "error": {"type": _TYPES[error.kind], "message": message}}
+    return {"type": "error", "error": {"type": error.names.anthropic, "message": message}}

@@ -304,18 +304,6 @@ class StreamEncoder:
         return [("[" if self.sent == 0 else ",") + json.dumps(render_error(error)) + "]"]
 
 
-_STATUS = {
-    ErrorKind.invalid_request: "INVALID_ARGUMENT",
-    ErrorKind.context_overflow: "INVALID_ARGUMENT",
-    ErrorKind.not_found: "NOT_FOUND",
-    ErrorKind.conflict: "FAILED_PRECONDITION",
-    ErrorKind.unauthorized: "UNAUTHENTICATED",
-    ErrorKind.upstream: "INTERNAL",
-    ErrorKind.unavailable: "UNAVAILABLE",
-    ErrorKind.timeout: "DEADLINE_EXCEEDED",
-}
-
-
 def render_error(error: GatewayError) -> dict[str, Any]:
     message = error.message
     if error.kind is ErrorKind.context_overflow and error.prompt_tokens and error.max_tokens:
@@ -323,4 +311,4 @@ def render_error(error: GatewayError) -> dict[str, Any]:
             f"The input token count ({error.prompt_tokens}) exceeds the maximum number of tokens allowed "
             f"({error.max_tokens})."
         )
-    return {"error": {"code": error.status, "message": message, "status": _STATUS[error.kind]}}
+    return {"error": {"code": error.status, "message": message, "status": error.names.google}}

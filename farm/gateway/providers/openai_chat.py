@@ -178,18 +178,6 @@ class StreamEncoder:
         return [sse_data(render_error(error))]
 
 
-_TYPES = {
-    ErrorKind.invalid_request: "invalid_request_error",
-    ErrorKind.context_overflow: "invalid_request_error",
-    ErrorKind.not_found: "not_found_error",
-    ErrorKind.conflict: "invalid_request_error",
-    ErrorKind.unauthorized: "authentication_error",
-    ErrorKind.upstream: "api_error",
-    ErrorKind.unavailable: "api_error",
-    ErrorKind.timeout: "api_error",
-}
-
-
 def render_error(error: GatewayError) -> dict[str, Any]:
     code: str | None = {
         ErrorKind.context_overflow: "context_length_exceeded",
@@ -198,7 +186,7 @@ def render_error(error: GatewayError) -> dict[str, Any]:
     return {
         "error": {
             "message": error.message,
-            "type": _TYPES[error.kind],
+            "type": error.names.openai,
             "param": "messages" if error.kind is ErrorKind.context_overflow else None,
             "code": code,
         }
