@@ -45,6 +45,15 @@ def temp_farm(
     )
 
 
+def emulating_farm(
+    kind: str, workers: list[WorkerSpec], llm_policy: str = "scripted", llm_args: tuple[str, ...] = ()
+) -> LocalFarm:
+    """A `temp_farm` whose one reference LLM speaks as `kind` (vllm, sglang) does: its routes, its order."""
+    return temp_farm(
+        f"farm-{kind}-", workers=workers, llm_policy=llm_policy, llm_args=["--emulate", kind, *llm_args]
+    )
+
+
 def emptied(redis_url: str) -> str:
     """`redis_url`, its database flushed first: what other suites left on the session's Redis (backends,
     jobs) is not the next farm's."""

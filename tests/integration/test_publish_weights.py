@@ -13,7 +13,7 @@ import pytest
 
 from farm.client import FarmClient
 from farm.launcher import LocalFarm, WorkerSpec
-from tests.farms import temp_farm
+from tests.farms import emulating_farm
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -27,17 +27,11 @@ STEPS = {
 }
 
 
-@pytest.fixture(scope="module", params=["vllm", "sglang"])
-def scripted_farm(request: pytest.FixtureRequest) -> Iterator[tuple[LocalFarm, str]]:
-    kind = request.param
-    local = temp_farm(
-        f"farm-publish-{kind}-",
-        workers=[WorkerSpec("init,run,eval", concurrency=2)],
-        llm_args=["--emulate", kind],
-    )
-    local.start(timeout_s=180)
-    yield local, kind
-    local.stop()
+@pytest.fixture(scope="module")
+def scripted_farm(emulated_kind: str) -> Iterator[tuple[LocalFarm, str]]:
+    local = emulating_farm(emulated_kind, [WorkerSpec("init,run,eval", concurrency=2)])
+    with local.start(timeout_s=180):
+        yield local, emulated_kind
 
 
 def test_unconfirmed_publish_leaves_the_pool_with_the_servers_reason(

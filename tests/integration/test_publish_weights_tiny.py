@@ -16,7 +16,7 @@ from farm.chat.tokenizer import ChatTokenizer
 from farm.client import FarmClient
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models import JobState
-from tests.farms import temp_farm
+from tests.farms import emulating_farm
 from tests.waiting import wait_until
 
 torch = pytest.importorskip("torch")
@@ -39,21 +39,15 @@ STEPS = {
 }
 
 
-@pytest.fixture(scope="module", params=["vllm", "sglang"])
-def tiny_farm(request: pytest.FixtureRequest) -> Iterator[tuple[LocalFarm, str]]:
-    kind = request.param
-    local = temp_farm(
-        f"farm-publish-{kind}-",
-        workers=[WorkerSpec("init,eval", concurrency=4), WorkerSpec("run", concurrency=8)],
-        llm_policy="tiny",
-        llm_args=["--emulate", kind, "--seed", "3", "--token-latency-ms", "40"],
-    )
-    local.start(timeout_s=300)
-    with FarmClient(local.api_url) as farm:
-        farm.clear_llm_servers()
-        farm.add_llm_server(local.llm_urls[0], kind=kind, policy_version=0)
-    yield local, kind
-    local.stop()
+@pytest.fixture(scope="module")
+def tiny_farm(emulated_kind: str) -> Iterator[tuple[LocalFarm, str]]:
+    workers = [WorkerSpec("init,eval", concurrency=4), WorkerSpec("run", concurrency=8)]
+    local = emulating_farm(emulated_kind, workers, "tiny", ("--seed", "3", "--token-latency-ms", "40"))
+    with local.start(timeout_s=300):
+        with FarmClient(local.api_url) as farm:
+            farm.clear_llm_servers()
+            farm.add_llm_server(local.llm_urls[0], kind=emulated_kind, policy_version=0)
+        yield local, emulated_kind
 
 
 def _checkpoint(path: Path, seed: int) -> Path:

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,7 +46,10 @@ class ServerProcess:
         self.address = f"{self.root}/v1"
         cmd = [sys.executable, "-m", "farm.llm", "serve", "--port", str(self.port), *args]
         env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error"}
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        # To a file, read only if it dies while starting: a pipe nobody reads blocks the server once full.
+        self.log = Path(tempfile.mkdtemp(prefix="farm-llm-server-")) / "server.log"
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
 
     def wait_ready(self, timeout: float = 60.0) -> ServerProcess:
         wait_until(self._healthy, timeout, what="the reference LLM server to be healthy", interval_s=0.1,
@@ -54,7 +58,7 @@ class ServerProcess:
 
     def _healthy(self) -> bool:
         if self.proc.poll() is not None:
-            output = self.proc.stdout.read().decode() if self.proc.stdout else ""
+            output = self.log.read_text(errors="replace")
             raise RuntimeError(f"server exited with {self.proc.returncode}:\n{output}")
         return httpx.get(f"{self.root}/health", timeout=1.0).status_code == 200
 

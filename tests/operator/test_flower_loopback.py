@@ -4,16 +4,12 @@ says otherwise (compose binds every interface of its container and requires FLOW
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
-from farm.embedded_redis import EmbeddedRedis, free_port
-from tests.waiting import wait_until
+from farm.embedded_redis import EmbeddedRedis
+from tests.operator.flower import running_flower
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,23 +26,11 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
-def test_flower_as_documented_listens_on_loopback_only(tmp_path: Path) -> None:
+def test_flower_as_documented_listens_on_loopback_only() -> None:
     redis = EmbeddedRedis().start()
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWER_")}
-    env["FARM_REDIS_URL"] = redis.url
-    argv = [sys.executable, "-m", "celery", "-A", "farm", "flower", f"--port={port}"]
-    flower = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(
-            lambda: httpx.get(f"http://127.0.0.1:{port}/healthcheck", timeout=5).status_code,
-            90,
-            accept=lambda status: status == 200,
-            ignore=(httpx.HTTPError,),
-            what="Flower to answer on loopback",
-        )
-        assert listening_addresses(port) == {"0100007F"}, listening_addresses(port)  # 127.0.0.1 only
+        with running_flower(redis.url) as flower:
+            addresses = listening_addresses(flower.port)
+            assert addresses == {"0100007F"}, addresses  # 127.0.0.1 only
     finally:
-        flower.terminate()
-        flower.wait(30)
         redis.stop()

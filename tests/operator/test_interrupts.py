@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.procfs import process_stats
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -20,16 +21,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def session_processes(sid: int) -> list[str]:
     """The processes still in session `sid` (the command's own, started with a new session)."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(f"{proc.name} {(proc / 'cmdline').read_bytes()[:120]!r}")
-    return found
+    return [
+        f"{proc.name} {(proc / 'cmdline').read_bytes()[:120]!r}"
+        for proc, _, fields in process_stats()
+        if int(fields[3]) == sid and fields[0] != "Z"
+    ]
 
 
 @pytest.mark.parametrize("phase", ["starting", "running"])

@@ -20,7 +20,7 @@ import pytest
 
 from farm.embedded_redis import EmbeddedRedis, free_port
 from farm.launcher import LocalFarm, WorkerSpec
-from tests.waiting import wait_until
+from tests.waiting import wait_answering, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -69,13 +69,7 @@ def api_alone(tmp_path: Path) -> Iterator[tuple[str, EmbeddedRedis, Path]]:
         api = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(
-            lambda: httpx.get(f"{url}/healthz", timeout=2).status_code,
-            60,
-            accept=lambda status: status == 200,
-            ignore=(httpx.HTTPError,),
-            what="the API to answer",
-        )
+        wait_answering(f"{url}/healthz", 60, what="the API to answer")
         yield url, redis, log
     finally:
         api.terminate()

@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from containers.identity import host_identity
-from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
-from tests.waiting import wait_until
+from tests.farms import temp_farm
+from tests.integration.jobs import wait_task_completed
 
 SECRET = "FARM_API_TOKEN=host-secret-7f3a"
 
@@ -49,23 +49,16 @@ def roots() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def farm(roots: Path) -> Iterator[LocalFarm]:
-    # A Redis of its own: on the session's, a farm another module left running would take these jobs
-    # with its own FARM_HOST_FILE_ROOTS.
-    redis_server = EmbeddedRedis().start()
-    logs = Path(tempfile.mkdtemp(prefix="farm-host-files-logs-"))
-    local = LocalFarm(
-        redis_url=redis_server.url,
+    # A Redis of its own (temp_farm's default): on the session's, a farm another module left running
+    # would take these jobs with its own FARM_HOST_FILE_ROOTS.
+    local = temp_farm(
+        "farm-host-files-logs-",
         workers=[WorkerSpec("init,eval", concurrency=2), WorkerSpec("run", concurrency=2)],
         llm_policy=None,
-        env={"FARM_WORKDIR": str(logs / "work"), "FARM_HOST_FILE_ROOTS": str(roots)},
-        log_dir=logs,
+        env={"FARM_HOST_FILE_ROOTS": str(roots)},
     )
-    try:
-        local.start(timeout_s=90)
+    with local.start(timeout_s=90):
         yield local
-        local.stop()
-    finally:
-        redis_server.stop()
 
 
 @pytest.fixture
@@ -85,11 +78,7 @@ def task(upload: str) -> dict[str, Any]:
 
 
 def wait_result(api: httpx.Client, task_id: str) -> JobResult:
-    def completed() -> dict[str, Any] | None:
-        answer: dict[str, Any] = api.get(f"/rollout/task/{task_id}").json()
-        return answer if answer.get("state") == "completed" else None
-
-    answer = wait_until(completed, 150, interval_s=0.05, what="the task")
+    answer = wait_task_completed(api, task_id, 150)
     return JobResult.model_validate(answer["sessions"][0]["result"])
 
 

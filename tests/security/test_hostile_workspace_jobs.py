@@ -25,11 +25,11 @@ from typing import Any
 import httpx
 import pytest
 
-from farm.embedded_redis import EmbeddedRedis
 from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.failures import infrastructure_failure
 from farm.models.results import JobResult, JobState
-from tests.waiting import wait_until
+from tests.farms import temp_farm
+from tests.integration.jobs import wait_task_completed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -79,21 +79,13 @@ def secret_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def farm() -> Iterator[LocalFarm]:
-    redis_server = EmbeddedRedis().start()
-    logs = Path(tempfile.mkdtemp(prefix="farm-hostile-logs-"))
-    local = LocalFarm(
-        redis_url=redis_server.url,
+    local = temp_farm(
+        "farm-hostile-logs-",
         workers=[WorkerSpec("init,eval", concurrency=2), WorkerSpec("run", concurrency=3)],
         llm_policy=None,
-        env={"FARM_WORKDIR": str(logs / "work")},
-        log_dir=logs,
     )
-    try:
-        local.start(timeout_s=90)
+    with local.start(timeout_s=90):
         yield local
-        local.stop()
-    finally:
-        redis_server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -126,11 +118,7 @@ def submit(api: httpx.Client, payload: dict[str, Any]) -> str:
 
 
 def result_of(api: httpx.Client, task_id: str) -> JobResult:
-    def completed() -> dict[str, Any] | None:
-        answer: dict[str, Any] = api.get(f"/rollout/task/{task_id}").json()
-        return answer if answer.get("state") == "completed" else None
-
-    answer = wait_until(completed, 240, interval_s=0.1, what=f"task {task_id}")
+    answer = wait_task_completed(api, task_id, 240)
     return JobResult.model_validate(answer["sessions"][0]["result"])
 
 

@@ -76,21 +76,12 @@ def test_with_a_token_it_serves_and_a_request_without_it_gets_401(exposed_api: i
     assert httpx.get(f"{url}/status", headers=auth, timeout=10).status_code == 200
 
 
+LOOPBACK_HOSTS = ["127.0.0.1", "127.8.9.10", "::1", "[::1]", "localhost"]
+OTHER_HOSTS = ["0.0.0.0", "::", "", "10.1.2.3", "192.168.0.7", "fe80::1"]
+
+
 @pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("127.0.0.1", True),
-        ("127.8.9.10", True),
-        ("::1", True),
-        ("[::1]", True),
-        ("localhost", True),
-        ("0.0.0.0", False),
-        ("::", False),
-        ("", False),
-        ("10.1.2.3", False),
-        ("192.168.0.7", False),
-        ("fe80::1", False),
-    ],
+    ("host", "loopback"), [(h, True) for h in LOOPBACK_HOSTS] + [(h, False) for h in OTHER_HOSTS]
 )
 def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback

@@ -17,17 +17,8 @@ from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.chat.tool_calls import parse_assistant
 from farm.inference.generation import Generation
+from tests.tool_schemas import PYTHON_TOOLS
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "python",
-            "description": "Run Python code",
-            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
-        },
-    }
-]
 QUESTION = [{"role": "user", "content": "How many apples are 3 + 4, then times 5?"}]
 
 
@@ -49,7 +40,7 @@ def sample(tokenizer: ChatTokenizer, text: str) -> tuple[Generation, dict[str, A
 
 
 def test_a_tool_rollout_continues_past_every_turn_with_sampled_tokens_untouched(qwen3: ChatTokenizer) -> None:
-    conv = TokenConversation(qwen3, QUESTION, TOOLS)
+    conv = TokenConversation(qwen3, QUESTION, PYTHON_TOOLS)
     sampled: list[list[int]] = []
     for reasoning, code, result in [
         ("Add first.", "print(3 + 4)", "7"),
@@ -80,7 +71,7 @@ def test_a_tool_rollout_continues_past_every_turn_with_sampled_tokens_untouched(
 
 def test_the_continuation_of_consecutive_tool_results_is_one_user_turn(qwen3: ChatTokenizer) -> None:
     new = [{"role": "tool", "content": "7"}, {"role": "tool", "content": "8"}]
-    assert qwen3.decode(qwen3.continuation_ids(new, TOOLS)) == (
+    assert qwen3.decode(qwen3.continuation_ids(new, PYTHON_TOOLS)) == (
         "\n<|im_start|>user\n<tool_response>\n7\n</tool_response>\n<tool_response>\n8\n</tool_response>"
         "<|im_end|>\n<|im_start|>assistant\n"
     )
@@ -94,7 +85,7 @@ texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"])
 def test_invariant_sampled_tokens_are_exactly_the_sampled_ones(
     qwen3: ChatTokenizer, rounds: list[tuple[str, list[str]]]
 ) -> None:
-    conv = TokenConversation(qwen3, QUESTION, TOOLS)
+    conv = TokenConversation(qwen3, QUESTION, PYTHON_TOOLS)
     expected: list[int] = []
     for reasoning, results in rounds:
         generation, message = sample(qwen3, turn(reasoning, "print(1)"))
@@ -124,7 +115,7 @@ def test_the_reference_llm_reads_a_qwen3_prompt_back(qwen3: ChatTokenizer) -> No
         {"role": "tool", "content": "7"},
         {"role": "tool", "content": "x\ny"},
     ]  # fmt: skip
-    parsed = parse_chatml(qwen3.render(messages, TOOLS, add_generation_prompt=True))
+    parsed = parse_chatml(qwen3.render(messages, PYTHON_TOOLS, add_generation_prompt=True))
     assert [m["role"] for m in parsed.messages] == ["system", "user", "assistant", "tool", "tool"]
     assert parsed.messages[0]["content"] == "Be brief."
     assert [m["content"] for m in parsed.messages[3:]] == ["7", "x\ny"]

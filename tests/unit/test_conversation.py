@@ -8,17 +8,8 @@ from hypothesis import strategies as st
 from farm.agent.conversation import TokenConversation
 from farm.chat.tokenizer import ChatTokenizer
 from farm.inference.generation import FinishReason, Generation
+from tests.tool_schemas import PYTHON_TOOLS
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "python",
-            "description": "run",
-            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
-        },
-    }
-]
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
 
 
@@ -41,16 +32,16 @@ def test_incremental_context_is_the_canonical_conversation(question: str, turns:
     encoded at once, e.g. "assistant\n" + "\n..." -> "\n\n"; that is why sampled ids are kept.)"""
     tok = ChatTokenizer.load()
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": question}]
-    conv = TokenConversation(tok, messages, TOOLS)
+    conv = TokenConversation(tok, messages, PYTHON_TOOLS)
     for i, (reply, observation) in enumerate(turns):
         assistant = {"role": "assistant", "content": reply}
         conv.add_sampled(sampled(tok, assistant), assistant)
         if i < len(turns) - 1:
             conv.add_messages([{"role": "user", "content": observation}])
     # the full render may add a separator after the last turn, so compare the prefix
-    full = tok.render(conv.messages, TOOLS)
+    full = tok.render(conv.messages, PYTHON_TOOLS)
     assert full.startswith(tok.decode(conv.context_ids))
-    assert conv.prompt_ids == tok.apply_chat_template(messages, tools=TOOLS)
+    assert conv.prompt_ids == tok.apply_chat_template(messages, tools=PYTHON_TOOLS)
     assert len(conv.response_ids) == len(conv.loss_mask) == len(conv.logprobs)
     assert all(lp == 0.0 for lp, m in zip(conv.logprobs, conv.loss_mask, strict=True) if m == 0)
     assert conv.sampled_tokens == sum(

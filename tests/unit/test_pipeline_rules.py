@@ -22,16 +22,16 @@ def test_more_urgent_jobs_get_a_list_read_earlier(a: int, b: int) -> None:
 
 
 def _handle(sandbox_id: str = "abc") -> SandboxHandle:
+    """A sandbox as the sweep finds it; only its id matters to the rule (its paths name nothing real)."""
+    paths = dict.fromkeys(("sandbox_dir", "workspace", "socket_path"), "/x")
     return SandboxHandle(
         id=sandbox_id,
         runtime="local",
         node="n",
-        sandbox_dir="/x",
-        workspace="/x/w",
         workdir="/workspace",
-        socket_path="/x/s",
         created_at=0.0,
         labels={"job_id": "j"},
+        **paths,
     )
 
 
