@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from farm import tracing
-from farm.agent.policy import PolicyClient
+from farm.agent.model_client import PolicyClient
 from farm.agent.versions import max_lag, min_version
 from farm.celery_app import run_queue_here
 from farm.chat.tokenizer import ChatTokenizer

@@ -9,7 +9,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -59,12 +59,25 @@ class AgentLimits(BaseModel):
     max_tool_result_chars: int | None = Field(None, ge=1)
     """A longer tool result ends the episode `oversized_tool_result` (else it is truncated and fed back)."""
 
-    def agent_limits(self) -> dict[str, Any]:
-        """AgentConfig keyword arguments."""
-        return {
-            "max_generated_tokens": self.max_generated_tokens,
-            "max_tool_result_chars": self.max_tool_result_chars,
-        }
+
+class TurnBudget(Protocol):
+    """An agent-loop handler's instance: its own turn and context limits plus AgentLimits."""
+
+    max_turns: int
+    max_context_tokens: int
+    max_generated_tokens: int | None
+    max_tool_result_chars: int | None
+
+
+def agent_config(inst: TurnBudget, finish_tool: str | None = None) -> AgentConfig:
+    """The loop's config from an instance's limits."""
+    return AgentConfig(
+        max_turns=inst.max_turns,
+        max_context_tokens=inst.max_context_tokens,
+        finish_tool=finish_tool,
+        max_generated_tokens=inst.max_generated_tokens,
+        max_tool_result_chars=inst.max_tool_result_chars,
+    )
 
 
 @dataclass

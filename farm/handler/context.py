@@ -29,7 +29,7 @@ class TurnVersionLog(Protocol):
 
 class TokenGenerator(Protocol):
     """What a handler's agent loop asks of the model: token ids in, sampled ids and logprobs out, bound
-    to the job's backend. The workers give farm/agent/policy.py's client (sticky backend, failover);
+    to the job's backend. The workers give farm/agent/model_client.py's client (sticky backend, failover);
     the handler contract needs only this much of it."""
 
     backends_used: list[str]

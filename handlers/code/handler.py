@@ -33,7 +33,7 @@ from typing import Any
 
 from containers import ExecServerError, Sandbox, SandboxError, SandboxLimitExceeded, get_runtime
 from containers.tools.registry import openai_tools
-from farm.agent.loop import AgentConfig, episode_trace, run_agent
+from farm.agent.loop import agent_config, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from farm.handler.context import JobContext
@@ -144,12 +144,7 @@ class CodeHandler(AgentHandler[CodeInstance]):
         inst = ctx.instance
         sandbox = open_sandbox(state)
         tools = [*sandbox_tools(sandbox, ["editor", "bash"], inst.tool_timeout_s), finish_tool()]
-        config = AgentConfig(
-            max_turns=inst.max_turns,
-            max_context_tokens=inst.max_context_tokens,
-            finish_tool="finish",
-            **inst.agent_limits(),
-        )
+        config = agent_config(inst, finish_tool="finish")
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": user_message(inst)},

@@ -37,7 +37,7 @@ from handlers.evaluation_guard import (
     workspace_path_dirs,
 )
 from handlers.harness.prepare import Step, parse_steps, run_steps, sandbox_path, tail
-from handlers.harness.runtime import sandbox_overrides
+from handlers.harness.sandbox_settings import sandbox_overrides
 from handlers.harness.workspace import apply_patch_script
 from handlers.sandboxing import start_sandbox
 

@@ -31,7 +31,7 @@ from handlers.harness.execution import Interrupted, checked_exec, quietly, run_i
 from handlers.harness.gateway_access import session_access
 from handlers.harness.instance import HarnessInstance
 from handlers.harness.prepare import Step, parse_steps, run_steps, tail, write_file_command
-from handlers.harness.runtime import sandbox_overrides
+from handlers.harness.sandbox_settings import sandbox_overrides
 from handlers.harness.sessions import GatewaySessions
 from handlers.harness.workspace import git_base, take_patch
 from handlers.sandboxing import open_sandbox, start_sandbox, stop_sandbox

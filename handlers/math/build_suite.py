@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from fractions import Fraction
 from math import comb, factorial, gcd
 from pathlib import Path
@@ -21,97 +22,73 @@ SAY = "The computation gives {{ tool_output }}, so the answer is \\boxed{ {{- to
 Problem = tuple[str, str]
 """(question, python code that sets `ans` to the answer)."""
 
+Kind = tuple[Callable[[random.Random], dict[str, int]], str, str]
+"""(draw the numbers, question template, code template): the templates' `{fields}` are the numbers."""
 
-def _product_plus(rng: random.Random) -> Problem:
-    a, b, c = rng.randint(12, 99), rng.randint(12, 99), rng.randint(2, 500)
-    return f"What is {a} * {b} + {c}?", f"ans = {a} * {b} + {c}"
-
-
-def _gcd(rng: random.Random) -> Problem:
-    a, b = rng.randint(2, 40) * 6, rng.randint(2, 40) * 4
-    return (
-        f"What is the greatest common divisor of {a} and {b}?",
-        f"from math import gcd\nans = gcd({a}, {b})",
-    )
-
-
-def _choose(rng: random.Random) -> Problem:
-    n, k = rng.randint(6, 20), rng.randint(2, 5)
-    return (
-        f"In how many ways can {k} books be chosen from {n} different books?",
-        f"from math import comb\nans = comb({n}, {k})",
-    )
-
-
-def _sum_to_n(rng: random.Random) -> Problem:
-    n = rng.randint(20, 400)
-    return f"What is the sum of all integers from 1 to {n}?", f"ans = sum(range(1, {n} + 1))"
-
-
-def _fraction_sum(rng: random.Random) -> Problem:
-    a, b, c, d = rng.randint(1, 9), rng.randint(2, 12), rng.randint(1, 9), rng.randint(2, 12)
-    return (
-        f"What is {a}/{b} + {c}/{d}, written as a reduced fraction?",
-        f"from fractions import Fraction\nans = Fraction({a}, {b}) + Fraction({c}, {d})",
-    )
-
-
-def _larger_root(rng: random.Random) -> Problem:
-    r1, r2 = rng.randint(1, 15), rng.randint(16, 30)
-    return (
-        f"What is the larger root of x^2 - {r1 + r2}x + {r1 * r2} = 0?",
-        f"import math\nans = int(({r1 + r2} + math.isqrt({r1 + r2}**2 - 4*{r1 * r2})) // 2)",
-    )
-
-
-def _power_mod(rng: random.Random) -> Problem:
-    a, b, m = rng.randint(2, 30), rng.randint(5, 60), rng.randint(7, 97)
-    return f"What is the remainder when {a}^{b} is divided by {m}?", f"ans = pow({a}, {b}, {m})"
-
-
-def _primes_count(rng: random.Random) -> Problem:
-    n = rng.randint(20, 300)
-    return (
-        f"How many prime numbers are less than {n}?",
-        f"ans = sum(all(k % d for d in range(2, int(k**0.5) + 1)) for k in range(2, {n}))",
-    )
-
-
-def _factorial_ratio(rng: random.Random) -> Problem:
-    n = rng.randint(7, 14)
-    k = n - rng.randint(2, 4)
-    return (
-        f"What is {n}! divided by {k}!?",
-        f"from math import factorial\nans = factorial({n}) // factorial({k})",
-    )
-
-
-def _sum_of_squares(rng: random.Random) -> Problem:
-    n = rng.randint(5, 40)
-    return (
-        f"What is the sum of the squares of the first {n} positive integers?",
-        f"ans = sum(i * i for i in range(1, {n} + 1))",
-    )
-
-
-# In this order: each kind draws from the shared generator, so the order fixes the suite.
-_KINDS = (
-    _product_plus,
-    _gcd,
-    _choose,
-    _sum_to_n,
-    _fraction_sum,
-    _larger_root,
-    _power_mod,
-    _primes_count,
-    _factorial_ratio,
-    _sum_of_squares,
+# In this order: each kind draws from the shared generator, so the order (and the order of the draws
+# inside a kind) fixes the suite.
+_KINDS: tuple[Kind, ...] = (
+    (
+        lambda r: {"a": r.randint(12, 99), "b": r.randint(12, 99), "c": r.randint(2, 500)},
+        "What is {a} * {b} + {c}?",
+        "ans = {a} * {b} + {c}",
+    ),
+    (
+        lambda r: {"a": r.randint(2, 40) * 6, "b": r.randint(2, 40) * 4},
+        "What is the greatest common divisor of {a} and {b}?",
+        "from math import gcd\nans = gcd({a}, {b})",
+    ),
+    (
+        lambda r: {"n": r.randint(6, 20), "k": r.randint(2, 5)},
+        "In how many ways can {k} books be chosen from {n} different books?",
+        "from math import comb\nans = comb({n}, {k})",
+    ),
+    (
+        lambda r: {"n": r.randint(20, 400)},
+        "What is the sum of all integers from 1 to {n}?",
+        "ans = sum(range(1, {n} + 1))",
+    ),
+    (
+        lambda r: {"a": r.randint(1, 9), "b": r.randint(2, 12), "c": r.randint(1, 9), "d": r.randint(2, 12)},
+        "What is {a}/{b} + {c}/{d}, written as a reduced fraction?",
+        "from fractions import Fraction\nans = Fraction({a}, {b}) + Fraction({c}, {d})",
+    ),
+    (  # roots r1 < r2: s = r1 + r2, p = r1 * r2
+        lambda r: {"s": (r1 := r.randint(1, 15)) + (r2 := r.randint(16, 30)), "p": r1 * r2},
+        "What is the larger root of x^2 - {s}x + {p} = 0?",
+        "import math\nans = int(({s} + math.isqrt({s}**2 - 4*{p})) // 2)",
+    ),
+    (
+        lambda r: {"a": r.randint(2, 30), "b": r.randint(5, 60), "m": r.randint(7, 97)},
+        "What is the remainder when {a}^{b} is divided by {m}?",
+        "ans = pow({a}, {b}, {m})",
+    ),
+    (
+        lambda r: {"n": r.randint(20, 300)},
+        "How many prime numbers are less than {n}?",
+        "ans = sum(all(k % d for d in range(2, int(k**0.5) + 1)) for k in range(2, {n}))",
+    ),
+    (
+        lambda r: {"n": (n := r.randint(7, 14)), "k": n - r.randint(2, 4)},
+        "What is {n}! divided by {k}!?",
+        "from math import factorial\nans = factorial({n}) // factorial({k})",
+    ),
+    (
+        lambda r: {"n": r.randint(5, 40)},
+        "What is the sum of the squares of the first {n} positive integers?",
+        "ans = sum(i * i for i in range(1, {n} + 1))",
+    ),
 )
 
 
 def _problems(rng: random.Random) -> list[Problem]:
     """Ten kinds, six of each."""
-    return [kind(rng) for _ in range(6) for kind in _KINDS]
+    problems = []
+    for _ in range(6):
+        for draw, question, code in _KINDS:
+            numbers = draw(rng)
+            problems.append((question.format(**numbers), code.format(**numbers)))
+    return problems
 
 
 def _evaluate(code: str) -> str:

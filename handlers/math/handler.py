@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from farm.agent.loop import AgentConfig, AgentLimits, episode_trace, run_agent
+from farm.agent.loop import AgentLimits, agent_config, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.agent.tools import FunctionTool
 from farm.handler.context import JobContext
@@ -54,9 +54,7 @@ class MathHandler(AgentHandler[MathInstance]):
 
     def run(self, ctx: JobContext[MathInstance], state: dict[str, Any]) -> RunOutput:
         inst = ctx.instance
-        config = AgentConfig(
-            max_turns=inst.max_turns, max_context_tokens=inst.max_context_tokens, **inst.agent_limits()
-        )
+        config = agent_config(inst)
         tools = self.tools(inst, state)
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": inst.question}]
         episode = run_agent(ctx, messages, tools, config)

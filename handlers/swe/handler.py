@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from farm.agent.loop import AgentConfig, episode_trace, run_agent
+from farm.agent.loop import agent_config, episode_trace, run_agent
 from farm.agent.sandbox_tools import sandbox_tools
 from farm.handler.context import JobContext
 from farm.handler.protocol import AgentHandler, EvalOutput, RunOutput
@@ -66,12 +66,7 @@ class SweHandler(AgentHandler[SweInstance]):
     def run(self, ctx: JobContext[SweInstance], state: dict[str, Any]) -> RunOutput:
         inst = ctx.instance
         sandbox = open_sandbox(state)
-        config = AgentConfig(
-            max_turns=inst.max_turns,
-            max_context_tokens=inst.max_context_tokens,
-            finish_tool="finish",
-            **inst.agent_limits(),
-        )
+        config = agent_config(inst, finish_tool="finish")
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": user_prompt(inst, sandbox.workdir)},

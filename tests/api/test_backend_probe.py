@@ -14,7 +14,7 @@ import httpx
 import pytest
 import redis
 
-from farm.agent.policy import PolicyClient
+from farm.agent.model_client import PolicyClient
 from farm.embedded_redis import free_port
 from farm.errors import NoBackendAvailable
 from farm.launcher import LocalFarm

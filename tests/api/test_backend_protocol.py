@@ -16,7 +16,7 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from farm.agent.policy import PolicyClient
+from farm.agent.model_client import PolicyClient
 from farm.errors import JobCancelled, JobDeadlineExceeded
 from farm.gateway.backends import StaticBackends
 from farm.gateway.errors import ErrorKind, GatewayError

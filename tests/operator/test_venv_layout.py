@@ -63,7 +63,7 @@ def test_the_harness_cli_cache_is_granted_to_harness_sandboxes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default cache is under ~/.cache, hidden from sandboxes: a CLI installed there is bound in."""
-    from handlers.harness.runtime import sandbox_overrides
+    from handlers.harness.sandbox_settings import sandbox_overrides
 
     cache = tmp_path / "harness-cli"
     cache.mkdir()

@@ -91,6 +91,12 @@ class HarnessAdapter(ABC):
     @abstractmethod
     def plan(self, inputs: HarnessInputs) -> HarnessPlan: ...
 
+    def make_plan(
+        self, api: GatewayApi, files: list[PlannedFile], env: dict[str, str], argv: list[str]
+    ) -> HarnessPlan:
+        """The plan every harness makes: its files and env, then one command."""
+        return HarnessPlan(harness=self.name, api=api, files=files, env=env, commands=[argv])
+
     def program(self, inputs: HarnessInputs) -> list[str]:
         return shlex.split(inputs.command) if inputs.command else [self.executable]
 

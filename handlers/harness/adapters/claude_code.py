@@ -49,4 +49,4 @@ class ClaudeCodeAdapter(HarnessAdapter):
         }
         argv = [*self.program(inputs), "--print", inputs.instruction, "--model", model]
         argv += ["--output-format", "json", "--dangerously-skip-permissions"]
-        return HarnessPlan(harness=self.name, api="anthropic", files=files, env=env, commands=[argv])
+        return self.make_plan("anthropic", files, env, argv)

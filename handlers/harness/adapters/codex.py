@@ -43,10 +43,5 @@ class CodexAdapter(HarnessAdapter):
             inputs.model,
         ]
         argv += [inputs.instruction]
-        return HarnessPlan(
-            harness=self.name,
-            api="openai_responses",
-            files=[PlannedFile(path=f"{codex_home}/config.toml", content=config)],
-            env=env,
-            commands=[argv],
-        )
+        config_file = PlannedFile(path=f"{codex_home}/config.toml", content=config)
+        return self.make_plan("openai_responses", [config_file], env, argv)

@@ -35,10 +35,5 @@ class GeminiCliAdapter(HarnessAdapter):
         }
         argv = [*self.program(inputs), "--prompt", inputs.instruction, "--model", inputs.model]
         argv += ["--approval-mode", "yolo", "--output-format", "json"]
-        return HarnessPlan(
-            harness=self.name,
-            api="google",
-            files=[PlannedFile(path=inputs.in_home(".gemini", "settings.json"), content=to_json(settings))],
-            env=env,
-            commands=[argv],
-        )
+        config_file = PlannedFile(path=inputs.in_home(".gemini", "settings.json"), content=to_json(settings))
+        return self.make_plan("google", [config_file], env, argv)

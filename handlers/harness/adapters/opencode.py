@@ -49,10 +49,5 @@ class OpencodeAdapter(HarnessAdapter):
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
         }
         argv = [*self.program(inputs), "run", "--model", f"{PROVIDER}/{inputs.model}", inputs.instruction]
-        return HarnessPlan(
-            harness=self.name,
-            api="openai_chat",
-            files=[PlannedFile(path=config_path, content=to_json(config))],
-            env=env,
-            commands=[argv],
-        )
+        config_file = PlannedFile(path=config_path, content=to_json(config))
+        return self.make_plan("openai_chat", [config_file], env, argv)

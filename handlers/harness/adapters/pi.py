@@ -74,4 +74,4 @@ class PiAdapter(HarnessAdapter):
         env = {**self.base_env(inputs), "PI_CODING_AGENT_DIR": agent_dir, "PI_OFFLINE": "1"}
         argv = [*self.program(inputs), "--print", "--provider", PROVIDER, "--model", inputs.model]
         argv += ["--no-session", inputs.instruction]
-        return HarnessPlan(harness=self.name, api=PI_APIS[self.api], files=files, env=env, commands=[argv])
+        return self.make_plan(PI_APIS[self.api], files, env, argv)

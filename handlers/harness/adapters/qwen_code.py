@@ -49,10 +49,5 @@ class QwenCodeAdapter(HarnessAdapter):
         }
         argv = [*self.program(inputs), "--prompt", inputs.instruction, "--model", inputs.model]
         argv += ["--approval-mode", "yolo", "--output-format", "json"]
-        return HarnessPlan(
-            harness=self.name,
-            api="openai_chat",
-            files=[PlannedFile(path=f"{config_dir}/settings.json", content=to_json(settings))],
-            env=env,
-            commands=[argv],
-        )
+        config_file = PlannedFile(path=f"{config_dir}/settings.json", content=to_json(settings))
+        return self.make_plan("openai_chat", [config_file], env, argv)

@@ -34,10 +34,5 @@ class ShellAdapter(HarnessAdapter):
             "GEMINI_API_KEY": inputs.api_key,
             "GEMINI_MODEL": inputs.model,
         }
-        return HarnessPlan(
-            harness=self.name,
-            api="any",
-            files=[PlannedFile(path=instruction_path, content=inputs.instruction)],
-            env=env,
-            commands=[["bash", "-c", inputs.command]],
-        )
+        instruction_file = PlannedFile(path=instruction_path, content=inputs.instruction)
+        return self.make_plan("any", [instruction_file], env, ["bash", "-c", inputs.command])
