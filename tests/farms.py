@@ -4,11 +4,18 @@ folder, and the session's Redis emptied for a farm that shares it."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import redis
 
 from farm.launcher import LocalFarm, WorkerSpec
+
+TOKENIZER_FARM_START_S = 240.0
+"""Workers and the reference LLM each load the tokenizer (Llama 3's is 9 MB of JSON) before the farm
+answers; under the load of a shared machine that takes minutes."""
 
 
 def stage_workers(init: int, run: int, eval_: int = 4) -> list[WorkerSpec]:
@@ -61,3 +68,26 @@ def emptied(redis_url: str) -> str:
     client.flushdb()
     client.close()
     return redis_url
+
+
+@contextmanager
+def tokenizer_farm(
+    tokenizer: str,
+    concurrency: int,
+    *,
+    llm_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    llm_tokenizer: str | None = None,
+) -> Iterator[tuple[httpx.Client, LocalFarm]]:
+    """A started farm whose workers use `tokenizer` (a FARM_TOKENIZER value) and whose reference LLM
+    (accuracy 1) uses `llm_tokenizer` (default the same): its API client, and the farm."""
+    farm = LocalFarm(
+        workers=[WorkerSpec("init,run,eval", concurrency=concurrency)],
+        llm_args=["--tokenizer", llm_tokenizer or tokenizer, "--accuracy", "1.0", *llm_args],
+        env={"FARM_TOKENIZER": tokenizer, **(env or {})},
+    )
+    with (
+        farm.start(timeout_s=TOKENIZER_FARM_START_S),
+        httpx.Client(base_url=farm.api_url, timeout=180) as api,
+    ):
+        yield api, farm

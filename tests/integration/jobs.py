@@ -63,3 +63,9 @@ def assert_token_faithful(result: JobResult, tokenizer: ChatTokenizer | None = N
         assert trace.prompt_ids == tokenizer.apply_chat_template(
             trace.prompt_messages, tools=trace.tools or None, add_generation_prompt=True
         )
+
+
+def process(api: httpx.Client, instance: dict, seed: int) -> JobResult:
+    """POST /process (waiting) with a seed and room for a long answer."""
+    body = {"instance": instance, "sampling_params": {"max_tokens": 1024, "seed": seed}}
+    return JobResult.model_validate(api.post("/process", json=body).json())

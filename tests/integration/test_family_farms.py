@@ -23,9 +23,10 @@ import pytest
 
 from farm.chat.families.deepseek import ds_token
 from farm.chat.tokenizer import ChatTokenizer
-from farm.launcher import LocalFarm, WorkerSpec
 from farm.models.results import JobResult, JobState
 from farm.ui.trajectory import decoder
+from tests.farms import tokenizer_farm
+from tests.integration.jobs import process
 from tests.templates.families import FAMILY_TEMPLATES, PARSERS, family_tokenizer_dir, mistral_tekken
 from tests.templates.invariant import assert_invariant
 from tests.templates.variants import REWRITES, tokenizer_dir
@@ -47,9 +48,6 @@ SOURCES = [
     *(f"{v}/{r}" for v in ("deepseek", "farm-tiny") for r in REWRITES),
     *(f"family:{f}" for f in FAMILY_TEMPLATES),
 ]
-START_S = 240.0
-"""Workers and the reference LLM each load the family's tokenizer (Llama 3's is 9 MB of JSON) before the
-farm answers; under the load of a shared machine that takes minutes."""
 MARKERS = {
     "hermes": "<tool_call>\n{",
     "mistral": "[TOOL_CALLS]",
@@ -81,18 +79,8 @@ def family_farm(
         tokenizer = str(tokenizer_dir(vocabulary, rewrite, tmp_path_factory.mktemp("tokenizers")))
     scripts = tmp_path_factory.mktemp("scripts") / "thinking.jsonl"
     scripts.write_text(json.dumps(THINKING) + "\n")
-    farm = LocalFarm(
-        workers=[WorkerSpec("init,run,eval", concurrency=8)],
-        llm_args=["--tokenizer", tokenizer, "--accuracy", "1.0", "--scripts", str(scripts)],
-        env={"FARM_TOKENIZER": tokenizer},
-    )
-    with farm.start(timeout_s=START_S), httpx.Client(base_url=farm.api_url, timeout=180) as api:
+    with tokenizer_farm(tokenizer, 8, llm_args=("--scripts", str(scripts))) as (api, _):
         yield api, ChatTokenizer.load(tokenizer)
-
-
-def run(api: httpx.Client, instance: dict, seed: int) -> JobResult:
-    body = {"instance": instance, "sampling_params": {"max_tokens": 1024, "seed": seed}}
-    return JobResult.model_validate(api.post("/process", json=body).json())
 
 
 def test_math_and_code_rollouts_end_done_in_the_family_format(
@@ -103,7 +91,7 @@ def test_math_and_code_rollouts_end_done_in_the_family_format(
     thinking = {"handler": "math", "question": "What is 97 * 13 - 5?", "answer": "1256"}
     code = {"handler": "code", **json.loads(CODE.read_text().splitlines()[0])}
     for seed, instance in enumerate([math, thinking, code]):
-        result = run(api, instance, seed)
+        result = process(api, instance, seed)
         assert result.state is JobState.done, result.error
         assert result.reward == 1.0, (result.handler, result.artifacts)
         trace = result.trajectory.traces[0]
@@ -147,15 +135,10 @@ def test_the_issues_llama_failure_is_fed_back_flagged_and_counted(
     read them. Each turn is fed back and recorded, the job is flagged, /metrics counts the misses and
     /status names the farm's parser; named per backend or per job, the same model's calls run."""
     tokenizer = str(family_tokenizer_dir("llama3.1", tmp_path_factory.mktemp("families")))
-    farm = LocalFarm(
-        workers=[WorkerSpec("init,run,eval", concurrency=4)],
-        llm_args=["--tokenizer", tokenizer, "--accuracy", "1.0"],
-        env={"FARM_TOKENIZER": tokenizer, "FARM_TOOL_CALL_PARSER": "hermes"},
-    )
     math = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
-    with farm.start(timeout_s=START_S), httpx.Client(base_url=farm.api_url, timeout=180) as api:
+    with tokenizer_farm(tokenizer, 4, env={"FARM_TOOL_CALL_PARSER": "hermes"}) as (api, farm):
         assert api.get("/status").json()["tool_call_parser"] == "hermes"
-        flagged = run(api, {**math, "max_turns": 1}, 0)
+        flagged = process(api, {**math, "max_turns": 1}, 0)
         trace = flagged.trajectory.traces[0]
         assert trace.finish_reason == "tool_call_misses" and "flag" in trace.metadata, trace.metadata
         assert (trace.metadata["tool_call_parser"], trace.metadata["tool_call_parser_from"]) == (
@@ -164,7 +147,7 @@ def test_the_issues_llama_failure_is_fed_back_flagged_and_counted(
         )
         assert "llama3_json" in trace.metadata["tool_call_misses"][0]["errors"][0]
         # with turns to spare the model is told and answers without its tool: scored, and the misses say why
-        missed = run(api, math, 3)
+        missed = process(api, math, 3)
         trace = missed.trajectory.traces[0]
         assert missed.reward == 0.0 and trace.metadata["tool_call_misses"] and "flag" not in trace.metadata
         assert "could not be parsed" in trace.response_messages[1]["content"]
@@ -180,7 +163,7 @@ def test_the_issues_llama_failure_is_fed_back_flagged_and_counted(
         address = farm.llm_urls[0]
         added = api.post("/add_llm_server", json={"address": address, "tool_call_parser": "llama3_json"})
         assert added.json()[0]["tool_call_parser"] == "llama3_json"
-        by_backend = run(api, math, 2)
+        by_backend = process(api, math, 2)
         assert by_backend.reward == 1.0
         assert by_backend.trajectory.traces[0].metadata["tool_call_parser_from"] == "backend"
 

@@ -15,17 +15,15 @@ import httpx
 import pytest
 
 from farm.chat.tokenizer import ChatTokenizer
-from farm.launcher import LocalFarm, WorkerSpec
-from farm.models.results import JobResult, JobState
-from tests.integration.jobs import assert_token_faithful
+from farm.models.results import JobState
+from tests.farms import tokenizer_farm
+from tests.integration.jobs import assert_token_faithful, process
 from tests.templates.gemma3 import GemmaUnavailable, real_gemma3_dir, stand_in_gemma3_dir
 from tests.templates.invariant import as_sampled
 from tests.templates.test_gemma3 import BROKEN
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 CODE = Path(__file__).resolve().parents[2] / "handlers" / "code" / "problems.jsonl"
-START_S = 240.0
-"""Workers and the reference LLM each load the tokenizer (Gemma's is 33 MB of JSON)."""
 
 
 def _tokenizer_dir(kind: str, root: Path) -> str:
@@ -42,18 +40,8 @@ def gemma_farm(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[httpx.Client, ChatTokenizer]]:
     tokenizer = _tokenizer_dir(request.param, tmp_path_factory.mktemp("gemma"))
-    farm = LocalFarm(
-        workers=[WorkerSpec("init,run,eval", concurrency=4)],
-        llm_args=["--tokenizer", tokenizer, "--accuracy", "1.0"],
-        env={"FARM_TOKENIZER": tokenizer},
-    )
-    with farm.start(timeout_s=START_S), httpx.Client(base_url=farm.api_url, timeout=180) as api:
+    with tokenizer_farm(tokenizer, 4) as (api, _):
         yield api, ChatTokenizer.load(tokenizer)
-
-
-def run(api: httpx.Client, instance: dict, seed: int) -> JobResult:
-    body = {"instance": instance, "sampling_params": {"max_tokens": 1024, "seed": seed}}
-    return JobResult.model_validate(api.post("/process", json=body).json())
 
 
 def test_rollouts_with_gemma3_are_rendered_as_its_template_renders_them(
@@ -63,7 +51,7 @@ def test_rollouts_with_gemma3_are_rendered_as_its_template_renders_them(
     math = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
     code = {"handler": "code", **json.loads(CODE.read_text().splitlines()[0])}
     for seed, instance in enumerate([math, code]):
-        result = run(api, instance, seed)
+        result = process(api, instance, seed)
         assert result.state is JobState.done, result.error
         assert result.reward == 1.0, (result.handler, result.artifacts)
         assert_token_faithful(result, gemma)
@@ -94,14 +82,9 @@ def test_a_worker_with_a_template_the_farm_cannot_render_fails_each_job_with_the
         hf.save_pretrained(str(broken))
     finally:
         hf.chat_template = saved
-    farm = LocalFarm(
-        workers=[WorkerSpec("init,run,eval", concurrency=2)],
-        llm_args=["--tokenizer", str(good), "--accuracy", "1.0"],
-        env={"FARM_TOKENIZER": str(broken)},
-    )
     math = {"handler": "math", "question": "What is 84 * 76 + 123?", "answer": "6507"}
-    with farm.start(timeout_s=START_S), httpx.Client(base_url=farm.api_url, timeout=180) as api:
-        result = run(api, math, 0)
+    with tokenizer_farm(str(broken), 2, llm_tokenizer=str(good)) as (api, _):
+        result = process(api, math, 0)
     assert result.state is JobState.failed and result.error is not None, result
     assert "the farm cannot render conversations as its chat template does" in result.error.message
     assert "'broken-gemma' (family gemma" in result.error.message
