@@ -86,12 +86,13 @@ class JobMonitor:
 
     def _loop(self) -> None:
         last_renew = time.monotonic()
+        held = False
         while True:
             time.sleep(POLL_S)
             with self._lock:
                 leases = dict(self._leases)
             if not leases:
-                last_renew = time.monotonic()  # nothing held: the next lease is fresh from its BEGIN
+                held = False
                 continue
             try:
                 # renewal first: over a slow link the checks below must not push it past the fence
@@ -99,13 +100,15 @@ class JobMonitor:
                 renewed_from = None
                 since = time.monotonic() - last_renew
                 if since >= RENEW_EVERY_S:
-                    if since > LEASE_TTL_S - FENCE_MARGIN_S:  # this thread got no CPU (or GIL) for that long
+                    late = held and since > LEASE_TTL_S - FENCE_MARGIN_S  # no CPU or GIL for this thread
+                    if late:
                         log.warning(
-                            "job monitor renews %.1f s after its last renewal: leases may be reaped", since
+                            "job monitor renewing %.1f s after its last renewal: leases may expire", since
                         )
                     renewed_from = time.monotonic()
                     lost = self.store.renew(leases)
                     last_renew = time.monotonic()
+                held = True
                 revoked = self.store.revoked_among(list(leases))
                 if self._hostname and not self._draining and self.store.is_draining(self._hostname):
                     self._draining = True
