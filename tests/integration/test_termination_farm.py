@@ -25,7 +25,7 @@ from farm.models.termination import TerminationReason
 from farm.report.cli import report
 from tests.farms import temp_farm
 from tests.integration.jobs import submit, wait_state
-from tests.integration.test_harness_shell import WRITE_AGENT, submit_task, task_id, wait_task
+from tests.integration.test_harness_shell import submit_greeting_agent, submit_task, task_id, wait_task
 
 pytestmark = pytest.mark.integration
 ENDED = {"done", "failed", "cancelled", "timeout"}
@@ -188,12 +188,7 @@ def test_a_sandbox_limit_and_an_infrastructure_failure_end_with_their_reasons(ca
 def test_a_gateway_call_is_counted_beside_the_agent_loops(api: httpx.Client) -> None:
     loop_before, gateway_before = _unparsed_count(api), _gateway_no_call_count(api)
     task = task_id("gateway-parse")
-    submit_task(
-        api,
-        task_id=task,
-        runtime={"prepare": [WRITE_AGENT]},
-        agent={"harness": "shell", "command": "python agent.py"},
-    )
+    submit_greeting_agent(api, task)
     result = wait_task(api, task, timeout_s=90)
     assert result.state is JobState.done, result.error
     assert [t["outcome"] for t in result.trajectory.traces[0].metadata["turn_parses"]] == ["no_call"]
