@@ -80,6 +80,9 @@ def classify(
     return TurnParse(turn, parser, outcome, found, would, list(parsed.errors))
 
 
+UNKNOWN_FAMILY = "unknown"
+"""The family label of turns whose trace records no `tool_call_family` (gateway calls)."""
+
 BACKEND_PARSER = "backend"
 """The parser label of a gateway call: the backend's own (its server's `--tool-call-parser`) read the
 reply, not the farm."""
@@ -143,7 +146,7 @@ class ParseTally:
         """From traces' metadata (`tool_call_family`, `turn_parses`)."""
         tally = cls()
         for meta in metadatas:
-            family = str(meta.get("tool_call_family") or "unknown")
+            family = str(meta.get("tool_call_family") or UNKNOWN_FAMILY)
             for turn in meta.get("turn_parses") or []:
                 if isinstance(turn, Mapping) and turn.get("outcome") in ParseOutcome.__members__:
                     tally.add(family, str(turn.get("parser") or "unknown"), str(turn["outcome"]))

@@ -15,6 +15,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.client import Pipeline
 
 from farm import keys
+from farm.agent.parse_outcomes import UNKNOWN_FAMILY, classify_reply, stats_key
 from farm.builders.records import CompletionRecord
 from farm.redis_ops import AsyncRunner, Batch, Command, Op, OpMethod, Script
 
@@ -46,9 +47,11 @@ class NoCompletion(LookupError):
     """A reward names a completion the session does not have (or the session has none yet)."""
 
 
-# KEYS: session hash, completions list, ids set[, stats hash]  ARGV: record json, ttl, completion id[, field]
+# KEYS: session hash, completions list, ids set[, stats hash]
+# ARGV: record json, ttl, completion id[, call field, parse outcome field]
 # The record's index, or -1 (no session). Appending is idempotent by completion id, so a command retried
-# after a connection broke under it never logs a turn twice. With a stats key, counts the call there.
+# after a connection broke under it never logs (nor counts) a turn twice. With a stats key, counts the call
+# and its tool-call parse outcome there.
 _APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if redis.call('SADD', KEYS[3], ARGV[3]) == 0 then return redis.call('LLEN', KEYS[2]) - 1 end
@@ -56,7 +59,10 @@ local length = redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 redis.call('EXPIRE', KEYS[3], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-if KEYS[4] then redis.call('HINCRBY', KEYS[4], ARGV[4], 1) end
+if KEYS[4] then
+  redis.call('HINCRBY', KEYS[4], ARGV[4], 1)
+  redis.call('HINCRBY', KEYS[4], ARGV[5], 1)
+end
 return length - 1
 """
 
@@ -68,6 +74,13 @@ local length = redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 return length - 1
 """
+
+
+def _parse_counter(record: CompletionRecord) -> str:
+    """The stats field of the call's tool-call parse outcome (/metrics farm_tool_call_parse_outcomes), as
+    its trace's `turn_parses` classifies it; family `unknown`, as the trace records none."""
+    parse = classify_reply(0, record.response_message, record.tools)
+    return stats_key(UNKNOWN_FAMILY, parse.parser, parse.outcome)
 
 
 class SessionOps:
@@ -108,15 +121,20 @@ class SessionOps:
         k = keys.session(record.session_id)
         script_keys = [k.info, k.completions, k.ids]
         args: list[str | int] = [record.model_dump_json(exclude={"reward"}), self.ttl_s, record.completion_id]
-        counter = f"gateway_calls:{record.provider}"  # for /metrics
+        counters = [f"gateway_calls:{record.provider}", _parse_counter(record)]  # for /metrics
         if not self.count_apart:
             script_keys.append(keys.STATS)
-            args.append(counter)
+            args.extend(counters)
         index = int((yield Script(_APPEND, script_keys, args)))
         if index < 0:
             raise SessionNotFound(record.session_id)
-        if self.count_apart:
-            yield Command(lambda r: r.hincrby(keys.STATS, counter, 1))
+        if self.count_apart:  # a retried append counts again here: the cluster's counts are at least once
+
+            def queue(pipe: Pipeline) -> None:
+                for counter in counters:
+                    pipe.hincrby(keys.STATS, counter, 1)
+
+            yield Batch(queue)
         return index
 
     def append_failure(self, record: CompletionRecord) -> Op[bool]:

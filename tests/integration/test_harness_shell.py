@@ -49,6 +49,14 @@ def submit_task(api: httpx.Client, **body: Any) -> str:
     return job_id
 
 
+def submit_greeting_agent(api: httpx.Client, task: str, **body: Any) -> str:
+    """A shell harness whose agent makes its one model call and prints the reply."""
+    runtime = {"prepare": [WRITE_AGENT]}
+    return submit_task(
+        api, task_id=task, runtime=runtime, agent={"harness": "shell", "command": "python agent.py"}, **body
+    )
+
+
 def submit_hanging_agent(api: httpx.Client, task: str, timeout_s: int) -> str:
     """A shell harness whose agent makes its one model call, then hangs until it is stopped."""
     return submit_task(
@@ -98,13 +106,7 @@ def assert_traces_are_the_recorded_completions(api: httpx.Client, result: JobRes
 
 def test_shell_agent_completes_through_the_gateway(api: httpx.Client) -> None:
     task = task_id("shell-ok")
-    submit_task(
-        api,
-        task_id=task,
-        runtime={"prepare": [WRITE_AGENT]},
-        agent={"harness": "shell", "command": "python agent.py"},
-        metadata={"policy_version": 7},
-    )
+    submit_greeting_agent(api, task, metadata={"policy_version": 7})
     result = wait_task(api, task, timeout_s=90)
     assert result.state is JobState.done, result.error
     assert result.reward == 1.0 and result.metadata["evaluator"] == "session_completed"

@@ -25,7 +25,7 @@ from farm.models.termination import TerminationReason
 from farm.report.cli import report
 from tests.farms import temp_farm
 from tests.integration.jobs import submit, wait_state
-from tests.integration.test_harness_shell import submit_task, task_id
+from tests.integration.test_harness_shell import submit_greeting_agent, submit_task, task_id, wait_task
 
 pytestmark = pytest.mark.integration
 ENDED = {"done", "failed", "cancelled", "timeout"}
@@ -185,8 +185,34 @@ def test_a_sandbox_limit_and_an_infrastructure_failure_end_with_their_reasons(ca
         assert lost.metadata["termination_reason"] == "infrastructure_failure"
 
 
+def test_a_gateway_call_is_counted_beside_the_agent_loops(api: httpx.Client) -> None:
+    loop_before, gateway_before = _unparsed_count(api), _gateway_no_call_count(api)
+    task = task_id("gateway-parse")
+    submit_greeting_agent(api, task)
+    result = wait_task(api, task, timeout_s=90)
+    assert result.state is JobState.done, result.error
+    assert [t["outcome"] for t in result.trajectory.traces[0].metadata["turn_parses"]] == ["no_call"]
+    control = wait_state(api, submit(api, math(LLAMA)), ENDED, timeout_s=60)
+    assert control.state is JobState.done, control.error
+    assert _gateway_no_call_count(api) == gateway_before + 1, "the harness's one call, counted once"
+    assert _unparsed_count(api) >= loop_before + 1, "the agent loop's turns still counted"
+    api.get(f"/gateway/sessions/{result.artifacts['gateway_session_id']}/completions").raise_for_status()
+    assert _gateway_no_call_count(api) == gateway_before + 1, "reading the log back counts nothing"
+
+
+def _gateway_no_call_count(api: httpx.Client) -> float:
+    return _metric(
+        api, 'farm_tool_call_parse_outcomes_total{family="unknown",outcome="no_call",parser="backend"}'
+    )
+
+
 def _unparsed_count(api: httpx.Client) -> float:
-    prefix = 'farm_tool_call_parse_outcomes_total{family="hermes",outcome="unparsed",parser="hermes"}'
+    return _metric(
+        api, 'farm_tool_call_parse_outcomes_total{family="hermes",outcome="unparsed",parser="hermes"}'
+    )
+
+
+def _metric(api: httpx.Client, prefix: str) -> float:
     for line in api.get("/metrics").text.splitlines():
         if line.startswith(prefix):
             return float(line.split()[-1])
