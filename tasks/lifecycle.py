@@ -149,7 +149,7 @@ def execute_stage(job_id: str, stage: str, hostname: str | None = None) -> None:
     try:
         try:
             handler = get_handler(record.spec.handler)
-            ctx = _context(record, handler, stage, lambda: monitor.interruption(job_id, token), attempt)
+            ctx = _context(record, handler, stage, lambda: monitor.interruption(job_id), attempt)
         except Exception as exc:  # unknown handler after a deploy, instance no longer valid, ...
             attempt.finish(terminal_result(record, JobState.failed, StageError.of(stage, exc)))
             return

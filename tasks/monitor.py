@@ -30,8 +30,8 @@ class JobMonitor:
         self.store = store
         self._lock = threading.Lock()
         self._leases: dict[str, int] = {}
-        """Per job: the token of its newest attempt here, the one whose lease is renewed. An older attempt of
-        the same job (the reaper gave the job to a new one while it stalled) has lost its lease."""
+        """Per job: the token of its newest attempt here, the one whose lease is renewed (the reaper may have
+        given a stalled stage's job to a new attempt while the old one still runs here)."""
         self._revoked: set[str] = set()
         self._lost: set[str] = set()
         self._valid_until: dict[str, float] = {}
@@ -45,7 +45,7 @@ class JobMonitor:
         """`granted_at`: the monotonic time at which the stage's BEGIN was sent (its lease runs from then)."""
         with self._lock:
             if token < self._leases.get(job_id, token):
-                return  # an attempt older than one already here: interruption() says it is lost
+                return  # an attempt older than one already here keeps the newer one's lease
             self._leases[job_id] = token
             start = time.monotonic() if granted_at is None else granted_at
             self._valid_until[job_id] = start + LEASE_TTL_S - FENCE_MARGIN_S
@@ -69,10 +69,10 @@ class JobMonitor:
     def drain(self) -> None:
         self._draining = True
 
-    def interruption(self, job_id: str, token: int) -> str | None:
-        """'lost', 'draining', 'revoked' or None, in that order of precedence, for the attempt `token`."""
+    def interruption(self, job_id: str) -> str | None:
+        """'lost', 'draining', 'revoked' or None, in that order of precedence."""
         with self._lock:
-            if job_id in self._lost or self._leases.get(job_id, token) != token:
+            if job_id in self._lost:
                 return "lost"
             if time.monotonic() > self._valid_until.get(job_id, float("inf")):
                 self._lost.add(job_id)  # not renewed in time (Redis unreachable): it may be reaped now
