@@ -25,7 +25,6 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SANDBOX_UID = 65534
 INNER_UID = 1000
 """The uid (and gid) sandboxed processes see for themselves unless a spec asks for root in the namespace."""
 STAGE_CANDIDATES = ("/run/rollout-farm-stage", "/tmp/.rollout-farm-stage")

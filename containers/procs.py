@@ -78,21 +78,6 @@ def _read(path: Path) -> str:
         return ""
 
 
-def create_pids_cgroup(name: str, max_pids: int) -> Path | None:
-    parent = pids_cgroup_root()
-    if parent is None:
-        return None
-    group = parent / name
-    try:
-        group.mkdir()
-        (group / "pids.max").write_text(str(max_pids))
-    except OSError:
-        with contextlib.suppress(OSError):
-            group.rmdir()
-        return None
-    return group
-
-
 def remove_cgroup(group: str | Path | None, timeout: float = 2.0) -> None:
     """Kill whatever is left in the cgroup and remove it."""
     if group is None:

@@ -331,7 +331,3 @@ def install(pool: WarmPool | None) -> None:
 
 def installed() -> WarmPool | None:
     return _installed
-
-
-def handle_is_pooled(handle: SandboxHandle) -> bool:
-    return OWNER_LABEL in handle.labels
