@@ -67,7 +67,7 @@ def classify(
     would = [
         other
         for other, fmt in FORMATS.items()
-        if other != parser and fmt.signature.search(text) and len(parse_as(other).tool_calls) > found
+        if other != parser and fmt.attempted(text) and len(parse_as(other).tool_calls) > found
     ]
     if would:
         outcome = ParseOutcome.unparsed
@@ -101,7 +101,7 @@ def classify_reply(
     would = [
         name
         for name, fmt in FORMATS.items()
-        if fmt.signature.search(text) and parse_with(name, text, "", tools).tool_calls
+        if fmt.attempted(text) and parse_with(name, text, "", tools).tool_calls
     ]
     outcome = ParseOutcome.calls if found else ParseOutcome.no_call
     return TurnParse(turn, BACKEND_PARSER, ParseOutcome.unparsed if would else outcome, found, would)

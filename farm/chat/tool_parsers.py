@@ -37,11 +37,11 @@ def schemas_of(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping[s
 
 def foreign_calls(parser: str, text: str) -> list[str]:
     """The formats other than `parser` whose calls `text` looks like it holds."""
-    selected = FORMATS[parser].signature.pattern
+    selected = FORMATS[parser].signatures
     return [
         name
         for name, f in FORMATS.items()
-        if name != parser and f.signature.pattern != selected and f.signature.search(text)
+        if name != parser and f.signatures != selected and f.attempted(text)
     ]
 
 

@@ -74,11 +74,11 @@ def split_deepseek_v31(text: str, schemas: Schemas) -> Split:
     return text[:start], calls, errors
 
 
-_SIGNATURE = re.compile(re.escape(DS_BEGIN) + "|" + re.escape(DS_CALL))
+_SIGNATURES = (re.compile(re.escape(DS_BEGIN) + "|" + re.escape(DS_CALL)),)
 DEEPSEEK_V3 = ToolCallFormat(
     "deepseek_v3",
     split_deepseek_v3,
-    _SIGNATURE,
+    _SIGNATURES,
     f"{DS_BEGIN}{DS_CALL}function{DS_SEP}NAME\n```json\n{{...}}\n```{DS_CALL_END}{DS_END}",
     f'{DS_BEGIN}{DS_CALL}function{DS_SEP}python\n```json\n{{"code": "print(1)"}}\n```{DS_CALL_END}{DS_END}',
     models="DeepSeek V3, R1-0528",
@@ -87,7 +87,7 @@ DEEPSEEK_V3 = ToolCallFormat(
 DEEPSEEK_V31 = ToolCallFormat(
     "deepseek_v31",
     split_deepseek_v31,
-    _SIGNATURE,
+    _SIGNATURES,
     f"{DS_BEGIN}{DS_CALL}NAME{DS_SEP}{{...}}{DS_CALL_END}{DS_END}",
     f'{DS_BEGIN}{DS_CALL}python{DS_SEP}{{"code": "print(1)"}}{DS_CALL_END}{DS_END}',
     models="DeepSeek V3.1",

@@ -67,7 +67,7 @@ def split_glm45(text: str, schemas: Schemas) -> Split:
 GLM45 = ToolCallFormat(
     "glm45",
     split_glm45,
-    re.compile(r"<tool_call>\s*[A-Za-z_][\w.\-]*\s*(?:\n|<arg_key>)|<arg_key>"),
+    (re.compile(r"<tool_call>\s*[A-Za-z_][\w.\-]*\s*(?:\n|<arg_key>)|<arg_key>"),),
     "<tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n</tool_call>",
     "<tool_call>python\n<arg_key>code</arg_key>\n<arg_value>print(1)</arg_value>\n</tool_call>",
     models="GLM-4.5 / 4.6",

@@ -52,7 +52,7 @@ def split_qwen3_coder(text: str, schemas: Schemas) -> Split:
 HERMES = ToolCallFormat(
     "hermes",
     lambda text, _: split_hermes(text),
-    re.compile(r"<tool_call>\s*\{"),
+    (re.compile(r"<tool_call>\s*\{"),),
     '<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>',
     '<tool_call>\n{"name": "python", "arguments": {"code": "print(1)"}}\n</tool_call>',
     models="Qwen2.5, Qwen3, Hermes",
@@ -62,7 +62,7 @@ HERMES = ToolCallFormat(
 QWEN3_CODER = ToolCallFormat(
     "qwen3_coder",
     split_qwen3_coder,
-    re.compile(r"<function=[^>\n]*>"),
+    (re.compile(r"<function=[^>\n]*>"),),
     "<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>",
     "<tool_call>\n<function=python>\n<parameter=code>\nprint(1)\n</parameter>\n</function>\n</tool_call>",
     models="Qwen3-Coder",

@@ -45,7 +45,7 @@ def split_kimi_k2(text: str, schemas: Schemas) -> Split:
 KIMI_K2 = ToolCallFormat(
     "kimi_k2",
     split_kimi_k2,
-    re.compile(re.escape(KIMI_SECTION[0]) + "|" + re.escape(KIMI_CALL)),
+    (re.compile(re.escape(KIMI_SECTION[0]) + "|" + re.escape(KIMI_CALL)),),
     f"{KIMI_SECTION[0]}{KIMI_CALL}functions.NAME:0{KIMI_ARGS}{{...}}{KIMI_END}{KIMI_SECTION[1]}",
     f'{KIMI_SECTION[0]}{KIMI_CALL}functions.python:0{KIMI_ARGS}{{"code": "print(1)"}}{KIMI_END}'
     f"{KIMI_SECTION[1]}",

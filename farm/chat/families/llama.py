@@ -162,7 +162,10 @@ def split_pythonic(text: str, schemas: Schemas) -> Split:
 LLAMA3_JSON = ToolCallFormat(
     "llama3_json",
     split_llama3_json,
-    re.compile(r'\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:parameters|arguments)"\s*:|' + re.escape(PYTHON_TAG)),
+    (
+        re.compile(r'\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:parameters|arguments)"\s*:'),
+        re.compile(re.escape(PYTHON_TAG)),
+    ),
     '{"name": ..., "parameters": {...}}',
     '{"name": "python", "parameters": {"code": "print(1)"}}',
     models="Llama 3.1 / 3.2 / 3.3",
@@ -172,7 +175,10 @@ LLAMA3_JSON = ToolCallFormat(
 PYTHONIC = ToolCallFormat(
     "pythonic",
     split_pythonic,
-    re.compile(r"(?m)^\s*\[\s*[A-Za-z_][\w.]*\((?:\s*\)|\s*[A-Za-z_]\w*\s*=)|" + re.escape(PYTHON_START)),
+    (
+        re.compile(r"(?m)^\s*\[\s*[A-Za-z_][\w.]*\((?:\s*\)|\s*[A-Za-z_]\w*\s*=)"),
+        re.compile(re.escape(PYTHON_START)),
+    ),
     "[name(key=value, ...)]",
     '[python(code="print(1)")]',
     models="Llama 3.2 / 4 (pythonic), Gemma 3",

@@ -51,7 +51,7 @@ def split_mistral(text: str, schemas: Schemas | None = None) -> Split:
 MISTRAL = ToolCallFormat(
     "mistral",
     split_mistral,
-    re.compile(re.escape(MISTRAL_CALLS)),
+    (re.compile(re.escape(MISTRAL_CALLS)),),
     '[TOOL_CALLS][{"name": ..., "arguments": {...}}]',
     '[TOOL_CALLS][{"name": "python", "arguments": {"code": "print(1)"}}]',
     models="Mistral (tokenizer v3 to v13)",

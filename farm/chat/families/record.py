@@ -27,8 +27,10 @@ class ToolCallFormat:
     split: Splitter
     """Reads the sampled text of one assistant turn (after its reasoning) into text, calls and errors;
     never raises."""
-    signature: re.Pattern[str]
-    """Text that shows a call in this format was attempted."""
+    signatures: tuple[re.Pattern[str], ...]
+    """Text that shows a call in this format was attempted (any of them). One pattern per alternative,
+    each starting with a literal where it can: the regex engine scans for a literal fast, and these run on
+    every reply the gateway records."""
     hint: str
     """How one call looks, for the feedback on a call that could not be read."""
     example: str
@@ -48,6 +50,9 @@ class ToolCallFormat:
     """or texts its chat template writes (Qwen3-Coder's `<function=` and `<parameter=`),"""
     template_lacks: tuple[str, ...] = ()
     """and texts it does not (DeepSeek V3.1 writes `<|tool_sep|>`, but not `function<|tool_sep|>`)."""
+
+    def attempted(self, text: str) -> bool:
+        return any(pattern.search(text) for pattern in self.signatures)
 
     def picked_by(self, is_single_token: Callable[[str], bool], template: str) -> bool:
         if self.vocabulary_has is not None and is_single_token(self.vocabulary_has):
