@@ -23,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from farm.chat.families import family_named
 from farm.llm import formats
 from farm.llm.engine import Engine
 from farm.llm.protocol import ChatCompletionRequest
@@ -172,16 +173,18 @@ async def chat_stream(
     sampling: SamplingRequest,
     parse_tools: bool,
 ) -> AsyncIterator[str]:
-    """SSE: role chunk, one chunk per token, finish chunk, [sglext], usage, [DONE]. Text after a
-    `<tool_call>` is held back and sent as parsed tool calls in the finish chunk."""
+    """SSE: role chunk, one chunk per token, finish chunk, [sglext], usage, [DONE]. Text from the token
+    that opens the family's tool calls (`<tool_call>`, `[TOOL_CALLS]`, ...) is held back and sent as parsed
+    tool calls in the finish chunk."""
     chunks = _Chunks(engine)
     sglang = engine.config.emulate == "sglang"
     first: dict[str, Any] = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
     yield chunks(first, **({"prompt_token_ids": prompt_ids} if body.return_token_ids and not sglang else {}))
     sent = 0
     sample = Sample()
+    hold_from = family_named(engine.tokenizer.family).call_marker if parse_tools else None
     async for released, sample in engine.stream(prompt_ids, sampling):
-        choice, sent = _token_chunk(engine, body, sample, released, sent, parse_tools)
+        choice, sent = _token_chunk(engine, body, sample, released, sent, hold_from)
         yield chunks(choice)
     yield chunks(_finish_chunk(engine, sample, sent, parse_tools))
     sglext = _sglext(body, prompt_ids, [sample.token_ids]) if sglang else {}
@@ -210,14 +213,19 @@ class _Chunks:
 
 
 def _token_chunk(
-    engine: Engine, body: ChatCompletionRequest, sample: Sample, released: int, sent: int, parse_tools: bool
+    engine: Engine,
+    body: ChatCompletionRequest,
+    sample: Sample,
+    released: int,
+    sent: int,
+    hold_from: str | None,
 ) -> tuple[dict[str, Any], int]:
     tokenizer = engine.tokenizer
     sglang = engine.config.emulate == "sglang"
     ids = sample.token_ids[:released]
     shown = formats.visible_text(tokenizer, tokenizer.decode(ids), True)
-    if parse_tools and "<tool_call>" in shown:
-        shown = shown[: shown.index("<tool_call>")].rstrip("\n")
+    if hold_from and hold_from in shown:
+        shown = shown[: shown.index(hold_from)].rstrip("\n")
     delta_text = "" if shown.endswith("\ufffd") else shown[sent:]
     choice: dict[str, Any] = {"index": 0, "delta": {"content": delta_text} if delta_text else {}}
     choice["finish_reason"] = None

@@ -66,3 +66,28 @@ def test_tool_round_trip_in_the_family_format(served: tuple[ServerProcess, ChatT
     assert second.choices[0].message.content == "The answer is \\boxed{53}."
     pieces = httpx.post(f"{server.root}/tokenize", json={"prompt": marker, "return_token_strs": True}).json()
     assert pieces["count"] == 1 and pieces["token_strs"] == [marker]
+
+
+def test_a_streamed_call_is_held_back_from_the_content(served: tuple[ServerProcess, ChatTokenizer]) -> None:
+    """Streamed, the family's call text never reaches the content deltas: it comes as tool calls in the
+    finish chunk (before, only Hermes' `<tool_call>` was held back and a Mistral or DeepSeek stream sent
+    its call's raw text as content too)."""
+    server, tokenizer = served
+    client = OpenAI(base_url=server.address, api_key="unused", max_retries=0)
+    model = client.models.list().data[0].id
+    stream = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is 17 * 3 + 2?"}],
+        tools=[PYTHON_TOOL],
+        seed=4,
+        stream=True,
+    )
+    content, calls, finish = "", [], None
+    for chunk in stream:
+        for c in chunk.choices:
+            content += c.delta.content or ""
+            calls += c.delta.tool_calls or []
+            finish = c.finish_reason or finish
+    marker = family_named(tokenizer.family).call_marker
+    assert marker is not None and marker not in content, content
+    assert finish == "tool_calls" and [c.function.name for c in calls] == ["python"]
