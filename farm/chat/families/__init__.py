@@ -29,7 +29,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
 )
 """In detection order: the first whose marker is one token of a vocabulary is its family; the one with
 no markers (hermes) takes every vocabulary none of the others' marks."""
-DEFAULT = hermes.FAMILY
+DEFAULT = next(f for f in FAMILIES if not f.markers)
 FORMATS: dict[str, ToolCallFormat] = {f.name: f for family in FAMILIES for f in family.formats}
 """The tool-call parsers by vLLM's name."""
 PARSER_NAMES: tuple[str, ...] = tuple(FORMATS)
